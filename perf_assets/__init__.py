@@ -1,0 +1,1 @@
+"""GPU fleet performance warehouse: Dagster assets, ingestion, detection and alerts."""

@@ -1,0 +1,1 @@
+"""Plain code shared by the Dagster definitions, the CLI and the tests (never autoloaded)."""

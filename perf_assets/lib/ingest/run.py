@@ -1,0 +1,127 @@
+"""Ingestion: landed files -> parser -> typed Parquet in the lake, recorded in the manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from filelock import FileLock
+
+from perf_assets.lib.contracts import raw_table
+from perf_assets.lib.ingest.formats.errors import QuarantineError
+from perf_assets.lib.ingest.lake import ensure_schema_files, write_landed_rows
+from perf_assets.lib.ingest.landing import LandedFile, describe
+from perf_assets.lib.ingest.manifest import ManifestEntry, read_manifest, seen_versions, write_entry
+from perf_assets.lib.ingest.registry import SIDECAR_NAMES, find_format
+from perf_assets.lib.paths import DataHome
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What happened to one landed file. `already_ingested` writes nothing; the rest add a manifest row."""
+
+    path: str
+    source: str
+    format: str | None
+    rows: int
+    status: str  # ok | quarantined | skipped | already_ingested
+    reason: str | None
+
+    def line(self) -> str:
+        status = self.status if self.status in ("ok", "already_ingested") else f"{self.status}: {self.reason}"
+        note = f" ({self.reason})" if self.status == "ok" and self.reason else ""
+        return f"{self.path}\t{self.format or '-'}\t{self.rows} rows\t{status}{note}"
+
+
+def landed_files(landing: Path) -> list[Path]:
+    """Every file under landing/<source>/..., sorted; top-level files (labels.json) and sidecars excluded."""
+    if not landing.exists():
+        return []
+    return sorted(
+        path
+        for path in landing.rglob("*")
+        if path.is_file()
+        and len(path.relative_to(landing).parts) >= 2
+        and not any(part.startswith(".") for part in path.relative_to(landing).parts)
+        and path.name not in SIDECAR_NAMES
+    )
+
+
+def _entry(landed: LandedFile, *, fmt, rows: int, status: str, reason: str | None) -> ManifestEntry:
+    return ManifestEntry(
+        file_id=landed.file_id,
+        path=landed.relative_path,
+        sha256=landed.sha256,
+        size_bytes=landed.size_bytes,
+        source=landed.source,
+        format=fmt.name if fmt else None,
+        parser_version=fmt.parser_version if fmt else 0,
+        rows=rows,
+        status=status,
+        reason=reason,
+        cluster=landed.cluster,
+        host=landed.host,
+        job_id=landed.job_id,
+        rank=landed.rank,
+        captured_at=landed.captured_at,
+        ingested_at=datetime.now(timezone.utc),
+    )
+
+
+def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool = False) -> IngestOutcome:
+    fmt = find_format(landed)
+    versions = seen.get((landed.sha256, landed.relative_path), set())
+    if not force and (fmt.parser_version if fmt else 0) in versions:
+        return IngestOutcome(landed.relative_path, landed.source, fmt.name if fmt else None, 0, "already_ingested", None)
+    if fmt is None:
+        reason = f"no parser for source {landed.source!r} and file {landed.path.name!r}"
+        entry = _entry(landed, fmt=None, rows=0, status="skipped", reason=reason)
+    else:
+        try:
+            rows = fmt.parse(landed)
+            written = write_landed_rows(home.lake_raw, raw_table(fmt.source), landed.file_id, rows)
+            dropped = int((rows.schema.metadata or {}).get(b"unattributed_series", b"0"))
+            note = f"{dropped} series without host/GPU labels not ingested" if dropped else None
+            entry = _entry(landed, fmt=fmt, rows=written, status="ok", reason=note)
+        except QuarantineError as error:
+            entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=str(error))
+        except Exception as error:  # a parser bug must not stop the batch: quarantine with the cause
+            entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=f"parser error: {type(error).__name__}: {error}")
+    write_entry(home.manifest_dir, entry)
+    seen.setdefault((landed.sha256, landed.relative_path), set()).add(entry.parser_version or 0)
+    return IngestOutcome(entry.path, entry.source, entry.format, entry.rows, entry.status, entry.reason)
+
+
+def ingest(home: DataHome, paths: list[Path] | None = None, *, force: bool = False) -> list[IngestOutcome]:
+    """Ingest landed files (all of landing/ by default). Safe to run twice: seen files are skipped."""
+    home.ensure()
+    ensure_schema_files(home.lake_raw)
+    with FileLock(str(home.root / "lake" / ".ingest.lock")):
+        seen = seen_versions(home.manifest_dir)
+        targets = landed_files(home.landing) if paths is None else paths
+        return [ingest_file(home, describe(home.landing, path), seen, force=force) for path in targets]
+
+
+def reingest(home: DataHome, format_name: str, since: date | None = None) -> list[IngestOutcome]:
+    """Re-read every landed file a format handled (captured on or after `since`), e.g. after a parser fix."""
+    manifest = read_manifest(home.manifest_dir).to_pylist()
+    paths = sorted(
+        {
+            row["path"]
+            for row in manifest
+            if row["format"] == format_name
+            and (since is None or _capture_day(row) is None or _capture_day(row) >= since)
+        }
+    )
+    return ingest(home, [home.landing / path for path in paths if (home.landing / path).exists()], force=True)
+
+
+def _capture_day(row: dict) -> date | None:
+    if row["captured_at"] is not None:
+        return row["captured_at"].date()
+    parts = row["path"].split("/")
+    try:
+        return date.fromisoformat(parts[2]) if len(parts) >= 4 else None
+    except ValueError:
+        return None
