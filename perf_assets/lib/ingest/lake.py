@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from perf_assets.lib.contracts import RAW_TABLES, RawTable
+from perf_assets.lib.contracts import MANIFEST_SCHEMA, RAW_TABLES, RawTable
 
 
 def write_parquet_atomic(table: pa.Table, destination: Path) -> None:
@@ -26,12 +26,13 @@ def write_parquet_atomic(table: pa.Table, destination: Path) -> None:
         raise
 
 
-def ensure_schema_files(lake_raw: Path) -> None:
-    """A zero-row file per raw table, so dbt can read a table before any data of it has landed."""
-    for table in RAW_TABLES.values():
-        target = lake_raw / table.name / "_schema" / "empty.parquet"
+def ensure_schema_files(lake_raw: Path, manifest_dir: Path) -> None:
+    """A zero-row file per raw table (and the manifest), so dbt can read them before data lands."""
+    targets = [(lake_raw / table.name / "_schema" / "empty.parquet", table.full_schema) for table in RAW_TABLES.values()]
+    targets.append((manifest_dir / "_schema.parquet", MANIFEST_SCHEMA))
+    for target, schema in targets:
         if not target.exists():
-            write_parquet_atomic(table.full_schema.empty_table(), target)
+            write_parquet_atomic(schema.empty_table(), target)
 
 
 def table_glob(lake_raw: Path, table: RawTable) -> str:

@@ -96,7 +96,7 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
 def ingest(home: DataHome, paths: list[Path] | None = None, *, force: bool = False) -> list[IngestOutcome]:
     """Ingest landed files (all of landing/ by default). Safe to run twice: seen files are skipped."""
     home.ensure()
-    ensure_schema_files(home.lake_raw)
+    ensure_schema_files(home.lake_raw, home.manifest_dir)
     with FileLock(str(home.root / "lake" / ".ingest.lock")):
         seen = seen_versions(home.manifest_dir)
         targets = landed_files(home.landing) if paths is None else paths

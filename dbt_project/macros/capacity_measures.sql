@@ -1,0 +1,29 @@
+{#- The additive columns of the capacity lens, in GPU-seconds; each also exists as peak-FLOP-
+    seconds (<name>_pfs). Shared by fct_cluster_day, fct_fleet_day and metric_tree_daily. -#}
+{% macro capacity_ledger_states() -%}
+    {{ return(['installed', 'down', 'available', 'allocated', 'idle', 'productive', 'badput',
+               'wasted_progress', 'ckpt_save', 'custom_blocking', 'badput_other']) }}
+{%- endmacro %}
+
+{#- Every measure a metric_tree_nodes row may name as numerator, denominator or coverage. -#}
+{% macro capacity_measures() -%}
+    {% set measures = [] %}
+    {% for state in capacity_ledger_states() %}
+        {% do measures.append(state ~ '_gs') %}
+        {% do measures.append(state ~ '_pfs') %}
+    {% endfor %}
+    {% do measures.extend(['productive_flops_known_pfs', 'useful_flop_known', 'useful_flop',
+                           'coverage_program_goodput', 'coverage_goodput',
+                           'dcgm_gpu_util_sum', 'dcgm_gpu_util_samples',
+                           'dcgm_tensor_active_sum', 'dcgm_tensor_active_samples']) %}
+    {{ return(measures) }}
+{%- endmacro %}
+
+{#- The spine's factors as Σnumerator/Σdenominator of the columns above (never a mean of ratios). -#}
+{% macro capacity_factors() -%}
+        {{ safe_divide('available_pfs', 'installed_pfs') }} as availability,
+        {{ safe_divide('allocated_pfs', 'available_pfs') }} as allocation,
+        {{ safe_divide('productive_pfs', 'allocated_pfs') }} as runtime_goodput,
+        {{ safe_divide('useful_flop', 'productive_pfs') }} as program_goodput,
+        {{ safe_divide('useful_flop', 'installed_pfs') }} as goodput
+{%- endmacro %}

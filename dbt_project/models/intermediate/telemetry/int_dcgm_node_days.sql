@@ -1,0 +1,22 @@
+-- DCGM companions per node and day: sums and counts of known samples (NULL samples, e.g. while
+-- a node is down or profiling is paused, are unknown and not counted).
+with
+
+samples as (
+    select * from {{ ref('stg_dcgm__samples') }}
+    where value is not null
+),
+
+final as (
+    select
+        node,
+        cast(sampled_at as date) as metric_date,
+        sum(case when field = 'DCGM_FI_DEV_GPU_UTIL' then value / 100.0 end) as dcgm_gpu_util_sum,
+        count(case when field = 'DCGM_FI_DEV_GPU_UTIL' then 1 end) as dcgm_gpu_util_samples,
+        sum(case when field = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE' then value end) as dcgm_tensor_active_sum,
+        count(case when field = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE' then 1 end) as dcgm_tensor_active_samples
+    from samples
+    group by all
+)
+
+select * from final

@@ -1,0 +1,41 @@
+-- The capacity lens for the whole fleet per day: sums of the cluster-day numerators and
+-- denominators (a fleet ratio is never a mean of cluster ratios).
+with
+
+cluster_days as (
+    select * from {{ ref('fct_cluster_day') }}
+),
+
+summed as (
+    select
+        'fleet' as fleet,
+        metric_date,
+        count(*) as cluster_count,
+        sum(node_count) as node_count,
+        sum(gpu_count) as gpu_count,
+        string_agg(distinct skus, ',' order by skus) as skus,
+        {% for state in capacity_ledger_states() %}
+        sum({{ state }}_gs) as {{ state }}_gs,
+        sum({{ state }}_pfs) as {{ state }}_pfs,
+        {% endfor %}
+        sum(productive_flops_known_pfs) as productive_flops_known_pfs,
+        sum(useful_flop_known) as useful_flop_known,
+        sum(useful_flop) as useful_flop,
+        sum(dcgm_gpu_util_sum) as dcgm_gpu_util_sum,
+        sum(dcgm_gpu_util_samples) as dcgm_gpu_util_samples,
+        sum(dcgm_tensor_active_sum) as dcgm_tensor_active_sum,
+        sum(dcgm_tensor_active_samples) as dcgm_tensor_active_samples
+    from cluster_days
+    group by all
+),
+
+final as (
+    select
+        *,
+        {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput,
+        {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_goodput,
+        {{ capacity_factors() }}
+    from summed
+)
+
+select * from final

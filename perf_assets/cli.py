@@ -1,0 +1,187 @@
+"""perfwh: the command line of the GPU fleet performance warehouse."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+from perf_assets.lib.paths import DataHome, data_home
+
+DATA_DIR_HELP = "where everything lives (default: $PERFWH_HOME, else ./data under the project)"
+
+
+def _home(args: argparse.Namespace) -> DataHome:
+    return data_home(args.data_dir)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from perf_assets.lib.ingest import landed_files
+    from perf_assets.lib.simulate import simulate
+
+    home = _home(args).ensure()
+    if args.if_empty and landed_files(home.landing):
+        print(f"landing zone {home.landing} already has files: not simulating (drop --if-empty to add more)")
+        return 0
+    started = time.perf_counter()
+    result = simulate(home, scenario=args.scenario, seed=args.seed, start=args.start, days=args.days)
+    counts = ", ".join(f"{source} {count}" for source, count in sorted(result.counts.items()))
+    print(f"simulated scenario {args.scenario!r} seed {args.seed} in {time.perf_counter() - started:.1f} s: {counts}")
+    print(f"{len(result.incidents)} labeled incident(s) in {home.labels_file}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from perf_assets.lib.ingest import deliver, ingest
+
+    home = _home(args).ensure()
+    landed, problems = deliver(home, [Path(p) for p in args.paths], source=args.source, cluster=args.cluster, day=args.date)
+    for problem in problems:
+        print(f"not landed: {problem}", file=sys.stderr)
+    outcomes = ingest(home, landed) if landed else []
+    for outcome in outcomes:
+        print(outcome.line())
+    quarantined = sum(outcome.status == "quarantined" for outcome in outcomes)
+    print(f"{len(outcomes)} file(s): {sum(o.status == 'ok' for o in outcomes)} ok, {quarantined} quarantined, "
+          f"{sum(o.status == 'already_ingested' for o in outcomes)} already ingested, {len(problems)} not landed")
+    return 1 if problems or quarantined else 0
+
+
+def cmd_reingest(args: argparse.Namespace) -> int:
+    from perf_assets.lib.ingest import reingest
+
+    outcomes = reingest(_home(args), args.format, date.fromisoformat(args.since) if args.since else None)
+    for outcome in outcomes:
+        print(outcome.line())
+    print(f"re-ingested {len(outcomes)} file(s) with the current parser of {args.format}")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from perf_assets.lib.build import build
+    from perf_assets.lib.report import summary
+
+    home = _home(args)
+    started = time.perf_counter()
+    ok = build(home, selection=args.select)
+    print(f"build {'succeeded' if ok else 'FAILED'} in {time.perf_counter() - started:.1f} s (data: {home.root})")
+    if ok and not args.quiet:
+        print(summary(home))
+    return 0 if ok else 1
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from perf_assets.lib.build import build
+
+    ok = build(_home(args), selection="regressions*")
+    return 0 if ok else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from perf_assets.lib.report import summary
+
+    home = _home(args)
+    text = summary(home)
+    (home.reports_dir / "summary.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from perf_assets.lib.warehouse import query_published
+
+    home = _home(args)
+
+    def run(query: str) -> None:
+        columns, rows = query_published(home, query)
+        if columns:
+            print("\t".join(columns))
+            for row in rows[: args.max_rows]:
+                print("\t".join("NULL" if value is None else str(value) for value in row))
+            if len(rows) > args.max_rows:
+                print(f"... {len(rows) - args.max_rows} more rows (raise --max-rows)")
+
+    if args.query:
+        run(args.query)
+        return 0
+    print(f"perfwh sql on {home.published_db} (read-only snapshot). End statements with ';', quit with Ctrl-D.")
+    buffer = ""
+    while True:
+        try:
+            line = input("perfwh> " if not buffer else "   ...> ")
+        except EOFError:
+            print()
+            return 0
+        buffer += line + "\n"
+        if buffer.strip().endswith(";"):
+            try:
+                run(buffer)
+            except Exception as error:  # the prompt stays open after a bad query
+                print(f"error: {error}", file=sys.stderr)
+            buffer = ""
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    from perf_assets.lib.alerts import read_alerts
+
+    alerts = read_alerts(_home(args).alerts_dir)
+    for alert in alerts:
+        print(json.dumps(alert, sort_keys=True) if args.json else f"{alert['alert_id']}  {alert['status']:<8} {alert['summary']}")
+    if not alerts:
+        print("no alerts")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="perfwh", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--data-dir", help=DATA_DIR_HELP)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    simulate = command("simulate", "write a simulated fleet's exports into landing/ with labels.json", cmd_simulate)
+    simulate.add_argument("--scenario", default="demo", help="scenario name (default: demo)")
+    simulate.add_argument("--seed", type=int, default=7, help="random seed; the same seed writes the same files")
+    simulate.add_argument("--start", type=date.fromisoformat, default=None, help="first day, YYYY-MM-DD (default: the scenario's)")
+    simulate.add_argument("--days", type=int, default=None, help="days to simulate (default: the scenario's)")
+    simulate.add_argument("--if-empty", action="store_true", help="do nothing when landing/ already has files")
+
+    ingest = command("ingest", "land files (copy under landing/) and ingest them; one line per file", cmd_ingest)
+    ingest.add_argument("paths", nargs="+", help="files or folders (a folder shaped like landing/ keeps its layout)")
+    ingest.add_argument("--source", help="the source of every file (default: told from the file's content)")
+    ingest.add_argument("--cluster", help="cluster folder to land under (default: 'default')")
+    ingest.add_argument("--date", help="capture day folder YYYY-MM-DD (default: the file's modification day, UTC)")
+
+    reingest = command("reingest", "re-read landed files of a format with the current parser", cmd_reingest)
+    reingest.add_argument("--format", required=True, help="format name, e.g. sacct_parsable2")
+    reingest.add_argument("--since", help="only files captured on or after this day, YYYY-MM-DD")
+
+    build = command("build", "ingest, build the warehouse, detect, alert and evaluate: all assets in one in-process run", cmd_build)
+    build.add_argument("--select", default=None, help="Dagster asset selection (default: everything)")
+    build.add_argument("--quiet", action="store_true", help="do not print the summary")
+
+    command("detect", "re-run change-point detection, alerts and evaluation on the current warehouse", cmd_detect)
+    command("report", "print (and write reports/summary.txt) goodput, factors, regressions and evaluation", cmd_report)
+
+    sql = command("sql", "query the published read-only warehouse (no query: an interactive prompt)", cmd_sql)
+    sql.add_argument("query", nargs="?", help="one SQL statement")
+    sql.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
+
+    alerts = command("alerts", "list the alerts sent", cmd_alerts)
+    alerts.add_argument("--json", action="store_true", help="one JSON object per alert")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

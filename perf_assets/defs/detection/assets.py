@@ -1,0 +1,70 @@
+"""Detection: change points on the metric tree, written to the warehouse table `regressions`."""
+
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from perf_assets.defs.resources import PerfwhHome
+from perf_assets.lib.changepoint import DetectorConfig
+from perf_assets.lib.contracts import REGRESSIONS_TABLE, WRITER_POOL
+from perf_assets.lib.detection import detect_regressions, describe_regression
+from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
+
+
+class DetectionConfig(dg.Config):
+    """Detector knobs (see perf_assets/lib/changepoint.py); defaults suit daily series of 2-8 weeks."""
+
+    min_segment: int = 3
+    max_pvalue: float = 0.01
+    min_relative_effect: float = 0.03
+    n_permutations: int = 999
+    seed: int = 0
+
+
+@dg.asset(
+    key=REGRESSIONS_TABLE,
+    group_name="detection",
+    kinds={"duckdb", "python"},
+    pool=WRITER_POOL,
+    deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus"],
+    description=(
+        "Change points in goodput and its spine factors per cluster and for the fleet, each with pooled "
+        "before/after levels (numerator and denominator), relative effect, 95% CI, scan-corrected "
+        "permutation p-value, the factor that moved (log contributions), coinciding rollouts and the "
+        "same change on peers (difference in differences)."
+    ),
+)
+def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
+    home = perfwh.home()
+    detector = DetectorConfig(
+        min_segment=config.min_segment,
+        max_pvalue=config.max_pvalue,
+        min_relative_effect=config.min_relative_effect,
+        n_permutations=config.n_permutations,
+        seed=config.seed,
+    )
+    with warehouse_write_lock(home):
+        connection = connect(home.warehouse_db, read_only=False)
+        try:
+            metric_tree = connection.execute("select * from metric_tree_daily").df()
+            node_software = connection.execute("select * from staging.stg_node_software__versions").df()
+            inventory = connection.execute("select distinct cluster, node from staging.stg_inventory__gpus").df()
+            cluster_nodes = inventory.groupby("cluster")["node"].apply(sorted).to_dict()
+            found = detect_regressions(metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc))
+            connection.register("found", found)
+            connection.execute(f"create or replace table main.{REGRESSIONS_TABLE} as select * from found")
+            connection.unregister("found")
+        finally:
+            connection.close()
+        publish_snapshot(home)
+    confirmed = found[found["change_kind"] == "regression"]
+    for row in confirmed.to_dict("records"):
+        context.log.info(describe_regression(row))
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": dg.MetadataValue.int(len(found)),
+            "regressions": dg.MetadataValue.int(len(confirmed)),
+            "improvements": dg.MetadataValue.int(len(found) - len(confirmed)),
+            "summary": dg.MetadataValue.md("\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"),
+        }
+    )

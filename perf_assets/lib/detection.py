@@ -1,0 +1,259 @@
+"""From the metric tree to regressions: series -> change points -> evidence and attribution.
+
+Plain functions over DataFrames; the Dagster asset reads the warehouse and writes the result.
+Every row carries its evidence: pooled levels with numerators and denominators, the relative
+effect with its confidence interval, the p-value and the test, which spine factor moved (an LMDI
+split of the change in log goodput over the same windows), the software rollouts that coincide,
+and the same change measured on peers that did not roll out (difference in differences).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+
+from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect_change_points
+
+SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
+DETECTED_NODES = ("goodput", *SPINE_FACTORS)
+SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
+ROLLOUT_WINDOW = timedelta(days=1)
+
+REGRESSION_COLUMNS = [
+    "regression_id",
+    "metric",
+    "grain",
+    "entity_id",
+    "change_date",
+    "change_kind",
+    "before_start_date",
+    "after_end_date",
+    "n_before",
+    "n_after",
+    "before_level",
+    "after_level",
+    "before_numerator",
+    "before_denominator",
+    "after_numerator",
+    "after_denominator",
+    "relative_effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "statistic",
+    "test",
+    "factor_log_contributions",
+    "top_factor",
+    "top_factor_share",
+    "coinciding_changes",
+    "peer_relative_effect",
+    "did_relative_effect",
+    "detected_at",
+]
+
+
+@dataclass(frozen=True)
+class SeriesBatch:
+    keys: list[tuple[str, str, str]]  # (grain, entity_id, node_id)
+    dates: list[date]
+    numerators: np.ndarray
+    denominators: np.ndarray
+    directions: list[int]
+
+
+def build_series(metric_tree: pd.DataFrame, nodes: tuple[str, ...] = DETECTED_NODES) -> SeriesBatch:
+    """One row per (grain, entity, node) on a common daily grid; a missing day is NaN (unknown)."""
+    frame = metric_tree[metric_tree["node_id"].isin(nodes)].copy()
+    frame["metric_date"] = pd.to_datetime(frame["metric_date"]).dt.date
+    if frame.empty:
+        return SeriesBatch([], [], np.empty((0, 0)), np.empty((0, 0)), [])
+    dates = sorted(frame["metric_date"].unique())
+    first, last = dates[0], dates[-1]
+    grid = [first + timedelta(days=offset) for offset in range((last - first).days + 1)]
+    index = pd.MultiIndex.from_frame(frame[["grain", "entity_id", "node_id"]].drop_duplicates())
+    numerators = (
+        frame.pivot_table(index=["grain", "entity_id", "node_id"], columns="metric_date", values="numerator", aggfunc="sum", dropna=False)
+        .reindex(index=index, columns=grid)
+    )
+    denominators = (
+        frame.pivot_table(index=["grain", "entity_id", "node_id"], columns="metric_date", values="denominator", aggfunc="sum", dropna=False)
+        .reindex(index=index, columns=grid)
+    )
+    directions = frame.drop_duplicates("node_id").set_index("node_id")["direction"].to_dict()
+    keys = [tuple(key) for key in index]
+    return SeriesBatch(
+        keys=keys,
+        dates=grid,
+        numerators=numerators.to_numpy(dtype=float),
+        denominators=denominators.to_numpy(dtype=float),
+        directions=[int(directions.get(key[2], 1)) for key in keys],
+    )
+
+
+def _pooled(batch: SeriesBatch, row: int, start: int, stop: int) -> float:
+    numerator = np.nansum(batch.numerators[row, start:stop])
+    denominator = np.nansum(batch.denominators[row, start:stop])
+    return numerator / denominator if denominator > 0 else math.nan
+
+
+def _windows(batch: SeriesBatch, change: ChangePoint) -> tuple[int, int]:
+    """Column range [start, stop) covering n_before valid points before and n_after after the change."""
+    valid = np.isfinite(batch.numerators[change.series_index]) & (batch.denominators[change.series_index] > 0)
+    before = np.flatnonzero(valid[: change.index])[-change.n_before :]
+    after = np.flatnonzero(valid[change.index :])[: change.n_after] + change.index
+    return int(before[0]), int(after[-1]) + 1
+
+
+def factor_log_contributions(batch: SeriesBatch, grain: str, entity: str, start: int, change: int, stop: int) -> dict[str, float]:
+    """Δln of each spine factor between the pooled windows; they add up to Δln goodput (LMDI, one entity)."""
+    rows = {key[2]: row for row, key in enumerate(batch.keys) if key[0] == grain and key[1] == entity}
+    contributions = {}
+    for factor in SPINE_FACTORS:
+        if factor not in rows:
+            continue
+        before = _pooled(batch, rows[factor], start, change)
+        after = _pooled(batch, rows[factor], change, stop)
+        if before > 0 and after > 0:
+            contributions[factor] = math.log(after / before)
+    return contributions
+
+
+def software_changes(node_software: pd.DataFrame) -> pd.DataFrame:
+    """One row per node rollout: the instant and which components moved from what to what."""
+    if node_software.empty:
+        return pd.DataFrame(columns=["node", "changed_at", "component", "from_version", "to_version"])
+    ordered = node_software.sort_values(["node", "valid_from_at"])
+    rows = []
+    for node, versions in ordered.groupby("node"):
+        previous = None
+        for version in versions.itertuples(index=False):
+            if previous is not None:
+                for component in SOFTWARE_COMPONENTS:
+                    old, new = getattr(previous, component), getattr(version, component)
+                    if str(old) != str(new):
+                        rows.append((node, version.valid_from_at, component, str(old), str(new)))
+            previous = version
+    return pd.DataFrame(rows, columns=["node", "changed_at", "component", "from_version", "to_version"])
+
+
+def coinciding_changes(changes: pd.DataFrame, nodes: list[str], change_day: date) -> list[dict]:
+    """Rollouts on the entity's nodes within a day of the change, summarised per component and version."""
+    if changes.empty or not nodes:
+        return []
+    day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
+    at = pd.to_datetime(changes["changed_at"], utc=True)
+    near = changes[changes["node"].isin(nodes) & (at >= day_start - ROLLOUT_WINDOW) & (at < day_start + ROLLOUT_WINDOW + timedelta(days=1))]
+    summary = []
+    for (component, old, new), group in near.groupby(["component", "from_version", "to_version"]):
+        summary.append(
+            {
+                "component": component,
+                "from": old,
+                "to": new,
+                "nodes": int(group["node"].nunique()),
+                "of_nodes": len(nodes),
+                "first_at": pd.to_datetime(group["changed_at"], utc=True).min().isoformat(),
+            }
+        )
+    return sorted(summary, key=lambda item: (-item["nodes"], item["component"]))
+
+
+def regression_id(grain: str, entity: str, metric: str, change_day: date) -> str:
+    return hashlib.sha256(f"{grain}|{entity}|{metric}|{change_day.isoformat()}".encode()).hexdigest()[:16]
+
+
+def detect_regressions(
+    metric_tree: pd.DataFrame,
+    node_software: pd.DataFrame,
+    cluster_nodes: dict[str, list[str]],
+    config: DetectorConfig = DetectorConfig(),
+    detected_at: datetime | None = None,
+) -> pd.DataFrame:
+    """Change points on every goodput and spine-factor series, with their evidence and attribution."""
+    batch = build_series(metric_tree)
+    if not batch.keys:
+        return pd.DataFrame(columns=REGRESSION_COLUMNS)
+    changes = detect_change_points(batch.numerators, batch.denominators, config)
+    rollouts = software_changes(node_software)
+    detected_at = detected_at or datetime.now(timezone.utc)
+    rows = []
+    for change in changes:
+        grain, entity, metric = batch.keys[change.series_index]
+        start, stop = _windows(batch, change)
+        change_day = batch.dates[change.index]
+        direction = batch.directions[change.series_index]
+        contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
+        total = sum(contributions.values())
+        top = min(contributions, key=contributions.get) if total < 0 else max(contributions, key=contributions.get, default=None)
+        nodes = sorted({node for nodes in cluster_nodes.values() for node in nodes}) if grain == "fleet" else cluster_nodes.get(entity, [])
+        peers = [
+            row
+            for row, key in enumerate(batch.keys)
+            if key[0] == grain and key[2] == metric and key[1] != entity
+        ]
+        peer_effect = math.nan
+        if peers:
+            before = sum(np.nansum(batch.numerators[row, start : change.index]) for row in peers)
+            before_den = sum(np.nansum(batch.denominators[row, start : change.index]) for row in peers)
+            after = sum(np.nansum(batch.numerators[row, change.index : stop]) for row in peers)
+            after_den = sum(np.nansum(batch.denominators[row, change.index : stop]) for row in peers)
+            if before_den > 0 and after_den > 0 and before > 0:
+                peer_effect = (after / after_den) / (before / before_den) - 1
+        rows.append(
+            {
+                "regression_id": regression_id(grain, entity, metric, change_day),
+                "metric": metric,
+                "grain": grain,
+                "entity_id": entity,
+                "change_date": change_day,
+                "change_kind": "regression" if change.relative_effect * direction < 0 else "improvement",
+                "before_start_date": batch.dates[start],
+                "after_end_date": batch.dates[stop - 1],
+                "n_before": change.n_before,
+                "n_after": change.n_after,
+                "before_level": change.before_level,
+                "after_level": change.after_level,
+                "before_numerator": change.before_numerator,
+                "before_denominator": change.before_denominator,
+                "after_numerator": change.after_numerator,
+                "after_denominator": change.after_denominator,
+                "relative_effect": change.relative_effect,
+                "ci_low": change.ci_low,
+                "ci_high": change.ci_high,
+                "p_value": change.p_value,
+                "statistic": change.statistic,
+                "test": change.test,
+                "factor_log_contributions": json.dumps(contributions, sort_keys=True),
+                "top_factor": top,
+                "top_factor_share": contributions[top] / total if top is not None and total else math.nan,
+                "coinciding_changes": json.dumps(coinciding_changes(rollouts, nodes, change_day)),
+                "peer_relative_effect": peer_effect,
+                "did_relative_effect": (1 + change.relative_effect) / (1 + peer_effect) - 1 if math.isfinite(peer_effect) else math.nan,
+                "detected_at": detected_at,
+            }
+        )
+    return pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(["grain", "entity_id", "change_date", "metric"], ignore_index=True)
+
+
+def describe_regression(row: dict) -> str:
+    """One line a person can act on."""
+    rollouts = json.loads(row["coinciding_changes"] or "[]")
+    rollout = "; ".join(f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3])
+    peers = (
+        f", peers {row['peer_relative_effect']:+.1%} (diff-in-diff {row['did_relative_effect']:+.1%})"
+        if row.get("peer_relative_effect") is not None and math.isfinite(row["peer_relative_effect"])
+        else ""
+    )
+    return (
+        f"{row['change_kind']}: {row['metric']} of {row['grain']} {row['entity_id']} from {row['change_date']}: "
+        f"{row['before_level']:.4f} → {row['after_level']:.4f} ({row['relative_effect']:+.1%}, "
+        f"95% CI {row['ci_low']:+.1%} to {row['ci_high']:+.1%}, p={row['p_value']:.3g}, "
+        f"n={row['n_before']}+{row['n_after']} days); factor: {row['top_factor']}{peers}"
+        + (f"; coincides with {rollout}" if rollout else "")
+    )

@@ -1,0 +1,81 @@
+"""The text summary `perfwh build` and `perfwh report` print: goodput, its factors, regressions, score."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from perf_assets.lib.detection import describe_regression
+from perf_assets.lib.paths import DataHome
+from perf_assets.lib.warehouse import query_published
+
+FACTOR_SQL = """
+select
+    {label} as entity,
+    min(metric_date) as first_day,
+    max(metric_date) as last_day,
+    count(distinct metric_date) as days,
+    sum(useful_flop) as useful_flop,
+    sum(installed_pfs) as installed_pfs,
+    sum(available_pfs) as available_pfs,
+    sum(allocated_pfs) as allocated_pfs,
+    sum(productive_pfs) as productive_pfs,
+    sum(productive_flops_known_pfs) / nullif(sum(productive_pfs), 0) as coverage
+from {table}
+group by all
+order by 1
+"""
+
+
+def _frame(home: DataHome, sql: str) -> pd.DataFrame:
+    columns, rows = query_published(home, sql)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else math.nan
+
+
+def goodput_lines(frame: pd.DataFrame) -> list[str]:
+    lines = []
+    for row in frame.to_dict("records"):
+        a = _ratio(row["available_pfs"], row["installed_pfs"])
+        u = _ratio(row["allocated_pfs"], row["available_pfs"])
+        r = _ratio(row["productive_pfs"], row["allocated_pfs"])
+        p = _ratio(row["useful_flop"], row["productive_pfs"])
+        g = _ratio(row["useful_flop"], row["installed_pfs"])
+        lines.append(
+            f"  {row['entity']:<8} {row['first_day']}..{row['last_day']} ({row['days']} days): "
+            f"goodput {g:.4f} = availability {a:.4f} x allocation {u:.4f} x runtime_goodput {r:.4f} "
+            f"x program_goodput {p:.4f}   [useful {row['useful_flop']:.4g} FLOP / installed {row['installed_pfs']:.4g} "
+            f"peak-FLOP-s; FLOPs metadata covers {row['coverage']:.0%} of productive time]"
+        )
+    return lines
+
+
+def summary(home: DataHome) -> str:
+    """Pooled Σnumerator/Σdenominator over the whole window (never a mean of daily ratios)."""
+    fleet = _frame(home, FACTOR_SQL.format(label="'fleet'", table="fct_fleet_day"))
+    clusters = _frame(home, FACTOR_SQL.format(label="cluster", table="fct_cluster_day"))
+    found = _frame(home, "select * from regressions order by grain desc, entity_id, change_date, metric")
+    lines = ["Fleet goodput (capacity lens, dense BF16 peak):", *goodput_lines(fleet), "Per cluster:", *goodput_lines(clusters)]
+    confirmed = found[found["change_kind"] == "regression"] if not found.empty else found
+    lines.append(f"Regressions found: {len(confirmed)} (and {len(found) - len(confirmed)} improvements)")
+    lines.extend(f"  - {describe_regression(row)}" for row in confirmed.to_dict("records"))
+    evaluation = home.reports_dir / "evaluation.json"
+    if evaluation.exists():
+        score = json.loads(evaluation.read_text())
+        if score["labels"]:
+            lines.append(
+                f"Evaluation against {score['labels']} labeled incident(s): recall {score['recall']:.2f}, "
+                f"precision {score['precision'] if score['precision'] is None else round(score['precision'], 2)} "
+                f"({score['explained_regressions']}/{score['cluster_regressions']} cluster regressions explained), "
+                f"factor attribution {score['factor_correct']}/{score['detected_labels']}, "
+                f"rollout attribution {score['rollout_correct']}/{score['detected_labels']}"
+            )
+    lines.append(f"Alerts: {home.alerts_dir / 'alerts.jsonl'}")
+    lines.append(f"Published warehouse (read-only): {home.published_db}  ->  perfwh sql \"select * from fct_fleet_day\"")
+    lines.append(f"Reports: {home.reports_dir}")
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""perfwh as a user runs it: --help everywhere, and `sql` on the snapshot while a build holds the lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perf_assets.cli import parser
+
+COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql", "alerts"]
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perf_assets.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_data_dir(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parser().parse_args([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "--data-dir" in capsys.readouterr().out
+
+
+def test_ingest_prints_one_line_per_file_and_fails_on_quarantine(tmp_path):
+    good = tmp_path / "events.jsonl"
+    good.write_text('{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n')
+    bad = tmp_path / "truncated.jsonl"
+    bad.write_text('{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n{"version": 1, "no')
+
+    result = run_cli("ingest", str(good), str(bad), "--source", "node_events", "--cluster", "alpha", "--data-dir", str(tmp_path / "home"))
+
+    lines = [line for line in result.stdout.splitlines() if "\t" in line]
+    assert len(lines) == 2
+    assert any(line.endswith("\tok") and "node_events_jsonl\t1 rows" in line for line in lines)
+    assert any("quarantined: line 2: invalid JSON" in line for line in lines)
+    assert result.returncode == 1
+
+
+@pytest.mark.slow
+def test_sql_reads_the_snapshot_while_another_process_holds_the_writer_lock(demo_home):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; from perf_assets.lib.paths import data_home;"
+            "import duckdb;"
+            "home = data_home(sys.argv[1]); lock = FileLock(str(home.warehouse_lock)); lock.acquire();"
+            "connection = duckdb.connect(str(home.warehouse_db));"  # the writer holds the warehouse open
+            "print('held', flush=True); time.sleep(30)",
+            str(demo_home.root),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        result = run_cli("sql", "select cluster, metric_date, goodput from fct_cluster_day order by 1, 2 limit 5", "--data-dir", str(demo_home.root))
+        assert result.returncode == 0, result.stderr
+        assert time.monotonic() - started < 20
+        lines = result.stdout.strip().splitlines()
+        assert lines[0] == "cluster\tmetric_date\tgoodput" and len(lines) == 6
+    finally:
+        holder.kill()
+        holder.wait()

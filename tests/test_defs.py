@@ -1,0 +1,80 @@
+"""The Dagster code location: groups, descriptions, the writer pool, dbt checks, automation."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from perf_assets.lib.contracts import ASSET_GROUPS, RAW_TABLES, WRITER_POOL
+
+
+@pytest.fixture(scope="module")
+def definitions(dbt_manifest):
+    from perf_assets.definitions import defs
+
+    return defs()
+
+
+@pytest.fixture(scope="module")
+def specs(definitions):
+    return {spec.key.to_user_string(): spec for spec in definitions.resolve_all_asset_specs()}
+
+
+def test_every_asset_has_a_description_and_a_contract_group(specs):
+    assert specs
+    for key, spec in specs.items():
+        assert spec.description, key
+        assert spec.group_name in ASSET_GROUPS, (key, spec.group_name)
+
+
+def test_lineage_runs_from_raw_to_alerts(specs):
+    for table in RAW_TABLES.values():
+        assert specs[table.name].group_name == "raw"
+    assert specs["stg_step_events__events"].group_name == "staging"
+    assert specs["int_node_day_ledger"].group_name == "intermediate"
+    assert specs["fct_cluster_day"].group_name == "marts"
+    staged = {dep.asset_key.to_user_string() for dep in specs["stg_sacct__allocations"].deps}
+    assert staged == {"raw_sacct"}  # the dbt source is the ingest asset: one node, one edge
+    assert {dep.asset_key.to_user_string() for dep in specs["regressions"].deps} >= {"metric_tree_daily"}
+    assert {dep.asset_key.to_user_string() for dep in specs["alert_outbox"].deps} == {"regressions"}
+    assert specs["detection_evaluation"].group_name == "evaluation"
+
+
+def test_warehouse_writers_share_one_pool(definitions):
+    by_key = {}
+    for assets_def in definitions.assets:
+        if isinstance(assets_def, dg.AssetsDefinition):
+            for key in assets_def.keys:
+                by_key[key.to_user_string()] = assets_def
+    for writer in ("fct_cluster_day", "regressions"):
+        pools = {op.pool for op in by_key[writer].node_def.iterate_op_defs()}
+        assert pools == {WRITER_POOL}, writer
+
+
+def test_dbt_data_tests_are_asset_checks(definitions):
+    checks = {key.name for key in definitions.resolve_asset_graph().asset_check_keys}
+    assert any(name.startswith("product_identity_fct_cluster_day") for name in checks)
+    assert "fct_cluster_day_ledger_closes" in checks
+
+
+def test_sensor_schedule_and_job_exist(definitions):
+    assert definitions.resolve_job_def("ingest_and_build")
+    assert definitions.resolve_schedule_def("daily_build").cron_schedule == "0 6 * * *"
+    assert definitions.resolve_sensor_def("landing_sensor")
+
+
+def test_landing_sensor_requests_one_run_for_new_files(tmp_path, monkeypatch):
+    from perf_assets.defs.ingest.sensors import landing_sensor
+
+    monkeypatch.setenv("PERFWH_HOME", str(tmp_path))
+    context = dg.build_sensor_context()
+    assert isinstance(landing_sensor(context), dg.SkipReason)
+    landed = tmp_path / "landing" / "node_events" / "alpha" / "2026-11-01" / "a.jsonl"
+    landed.parent.mkdir(parents=True)
+    landed.write_text("{}\n")
+    (landed.parent / "b.jsonl").write_text("{}\n")
+
+    result = landing_sensor(dg.build_sensor_context())
+
+    assert len(result.run_requests) == 1 and result.run_requests[0].tags["perfwh/new_files"] == "2"
+    assert isinstance(landing_sensor(dg.build_sensor_context(cursor=result.cursor)), dg.SkipReason)
