@@ -1,9 +1,6 @@
 """Resources: where the data lives (PERFWH_HOME) and the dbt CLI."""
 
 import os
-import shutil
-import sys
-from pathlib import Path
 
 import dagster as dg
 from dagster_dbt import DbtCliResource
@@ -23,17 +20,11 @@ class PerfwhHome(dg.ConfigurableResource):
         return home
 
 
-def dbt_executable() -> str:
-    """The dbt of this environment, found whether or not the virtualenv is activated."""
-    beside_python = Path(sys.executable).parent / "dbt"
-    return str(beside_python) if beside_python.exists() else (shutil.which("dbt") or "dbt")
-
-
 @dg.definitions
 def resources() -> dg.Definitions:
     return dg.Definitions(
         resources={
             "perfwh": PerfwhHome(),
-            "dbt": DbtCliResource(project_dir=dbt_project, dbt_executable=dbt_executable()),
+            "dbt": DbtCliResource(project_dir=dbt_project),
         }
     )

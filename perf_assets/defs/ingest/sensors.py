@@ -15,17 +15,17 @@ from perf_assets.lib.paths import data_home
 )
 def landing_sensor(context: dg.SensorEvaluationContext):
     home = data_home()
-    cursor = float(context.cursor or 0)
+    cursor = int(context.cursor or 0)  # newest modification time seen, in integer nanoseconds
     newest = cursor
     fresh = 0
     for path in landed_files(home.landing):
-        modified = path.stat().st_mtime
+        modified = path.stat().st_mtime_ns
         if modified > cursor:
             fresh += 1
             newest = max(newest, modified)
     if not fresh:
         return dg.SkipReason(f"no new files under {home.landing}")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"landing-{newest:.6f}", tags={"perfwh/new_files": str(fresh)})],
-        cursor=f"{newest:.6f}",
+        run_requests=[dg.RunRequest(run_key=f"landing-{newest}", tags={"perfwh/new_files": str(fresh)})],
+        cursor=str(newest),
     )

@@ -193,7 +193,8 @@ class _ClusterSim:
         """A job's model and plan; everything but its size (so the size can be chosen to fit)."""
         mix, sku, rng = self.mix, self.cluster.sku, self.rng
         step_time = self.uniform(mix.step_time_s)
-        mfu = self.uniform(sku.mfu_range)
+        low, high = sku.mfu_range  # near the band's middle: a cluster's P barely moves with its job mix
+        mfu = float(np.clip((low + high) / 2 * math.exp(rng.normal(0.0, mix.mfu_sigma)), low, high))
         ckpt_every = max(1, round(self.uniform(mix.ckpt_interval_min) * 60 / step_time))
         eval_every = max(1, round(mix.eval_every_h * HOUR_S / step_time))
         duration = self.uniform(mix.duration_h) * HOUR_S
@@ -246,7 +247,8 @@ class _ClusterSim:
         """When `size` nodes are expected to be free together for a job of this time limit."""
         margin = max(0.0, self.mix.submit_offset_h[1]) * HOUR_S  # it may be submitted that much later
         back = {node: now if self.status[node] == "idle" else max(now, self.back_at[node]) for node in self.nodes}
-        candidates = sorted(set(back.values()) | {end for node in self.nodes for _, end, _ in self.maint[node] if end > now})
+        ends = {end for node in self.nodes for _, end, _ in self.maint[node] if end > now}
+        candidates = sorted(set(back.values()) | ends)
         for t in candidates:
             free = [
                 node
@@ -275,8 +277,7 @@ class _ClusterSim:
         self.push(submit, _SUBMIT, "submit", self.new_attempt(job, submit, submit))
 
     def new_attempt(self, job: Job, submit: int, eligible: int) -> Attempt:
-        attempt = Attempt(job, len(job.attempts) + 1, self.next_slurm_id, submit, eligible)
-        self.next_slurm_id += 1
+        attempt = Attempt(job, len(job.attempts) + 1, 0, submit, eligible)  # JobID given at submit
         job.attempts.append(attempt)
         return attempt
 
@@ -383,6 +384,8 @@ class _ClusterSim:
         self.push(eligible + self.latency(), _SCHED, "sched")
 
     def submit(self, attempt: Attempt, now: int) -> None:
+        attempt.slurm_id = self.next_slurm_id  # Slurm numbers jobs in submission order
+        self.next_slurm_id += 1
         self.queue.append(attempt)
         self.queue.sort(key=lambda a: (a.job.submit, a.job.job_id))
         self.push(now + self.latency(), _SCHED, "sched")

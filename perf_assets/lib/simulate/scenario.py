@@ -18,7 +18,7 @@ class Sku:
     peak_bf16_flops: float  # dense BF16, FLOP/s per GPU
     power_limit_w: float
     idle_power_w: float
-    mfu_range: tuple[float, float]  # program goodput of a job on this SKU before any incident
+    mfu_range: tuple[float, float]  # band of a job's program goodput on this SKU (jobs sit near its middle)
     gemm_fraction_range: tuple[float, float]  # GEMM probe result as a fraction of peak
 
     @property
@@ -118,6 +118,7 @@ class JobMix:
     duration_h: tuple[float, float] = (6.0, 30.0)  # planned wall time of a job without faults
     step_time_s: tuple[float, float] = (20.0, 40.0)
     step_noise_sigma: float = 0.03  # lognormal
+    mfu_sigma: float = 0.01  # lognormal spread of jobs' MFU around the middle of their SKU's band
     ckpt_interval_min: tuple[float, float] = (30.0, 40.0)
     ckpt_save_s: tuple[float, float] = (8.0, 12.0)
     eval_every_h: float = 2.0
@@ -158,7 +159,7 @@ class Scenario:
     probe_offset_s: tuple[float, float] = (1800.0, 3000.0)  # daily GEMM probe, after midnight UTC
 
     def with_window(self, start: dt.date | None = None, days: int | None = None) -> "Scenario":
-        return replace(self, start=start or self.start, days=days or self.days)
+        return replace(self, start=start or self.start, days=self.days if days is None else int(days))
 
     def cluster(self, name: str) -> Cluster:
         for cluster in self.clusters:

@@ -115,8 +115,11 @@ def phases_at(fleet: Fleet, index: FleetIndex, node: str, times: np.ndarray) -> 
             continue
         when = times[inside]
         timeline = attempt.timeline
-        last = np.searchsorted(timeline.ts_ms, when * 1000, side="right") - 1
-        here = np.where(last >= 0, PHASE_AFTER_CODE[timeline.code[np.maximum(last, 0)]], _PHASE["startup"])
+        if len(timeline):
+            last = np.searchsorted(timeline.ts_ms, when * 1000, side="right") - 1
+            here = np.where(last >= 0, PHASE_AFTER_CODE[timeline.code[np.maximum(last, 0)]], _PHASE["startup"])
+        else:  # stopped (or the window ended) before its first event
+            here = np.full(when.size, _PHASE["startup"])
         if attempt.stop_at is not None:
             stopped = _PHASE["hang"] if attempt.stop_reason == "fault" else _PHASE["teardown"]
             here = np.where(when >= attempt.stop_at, stopped, here)
@@ -144,7 +147,8 @@ def dcgm_node_day(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, 
     sku = cluster.sku
     shape = (cluster.gpus_per_node, times.size)
     busy = util0 >= 99.0
-    util = np.where(busy, 100.0 - np.abs(rng.normal(0.0, 1.0, shape)), util0 + rng.normal(0.0, 2.0, shape) * (util0 > 0))
+    jitter = rng.normal(0.0, 2.0, shape) * (util0 > 0)
+    util = np.where(busy, 100.0 - np.abs(rng.normal(0.0, 1.0, shape)), util0 + jitter)
     sm = sm0 * (1.0 + rng.normal(0.0, 0.02, shape))
     tensor = tensor0 * (1.0 + rng.normal(0.0, 0.03, shape))
     power = sku.idle_power_w + share0 * (sku.power_limit_w - sku.idle_power_w) * (1.0 + rng.normal(0.0, 0.02, shape))
@@ -164,13 +168,13 @@ def dcgm_node_day(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, 
     return NodeDay(node, day_start, times, gpus)
 
 
-def probe_rows(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, day_start: int) -> list[dict]:
-    """The day's GEMM probe on each GPU of a node (none while the node is out of service)."""
+def probe_rows(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, day_start: int) -> tuple[int, list[dict]]:
+    """The day's GEMM probe on each GPU of a node: its start and rows (none while the node is out)."""
     scenario = fleet.scenario
     rng = stream(fleet.seed, "probe", node, str(day_start))
     started = int(day_start + rng.uniform(*scenario.probe_offset_s))
     if index.out_of_service(node, np.asarray([started]))[0]:
-        return []
+        return started, []
     sku = cluster.sku
     base = stream(fleet.seed, "probe-gpu", node).uniform(*sku.gemm_fraction_range, cluster.gpus_per_node)
     started_at = rfc3339(started)
@@ -207,4 +211,4 @@ def probe_rows(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, day
                 "context": {"simulated": True},
             }
         )
-    return rows
+    return started, rows

@@ -104,7 +104,13 @@ def write_inventory(fleet: Fleet, out: Landing) -> None:
 
 
 def _software_row(node: str, at: int, stack, power_limit_w: float) -> dict:
-    return {"version": 1, "node": node, "valid_from": rfc3339(at), **dataclasses.asdict(stack), "power_limit_w": power_limit_w}
+    return {
+        "version": 1,
+        "node": node,
+        "valid_from": rfc3339(at),
+        **dataclasses.asdict(stack),
+        "power_limit_w": power_limit_w,
+    }
 
 
 def write_node_software(fleet: Fleet, out: Landing) -> None:
@@ -112,7 +118,8 @@ def write_node_software(fleet: Fleet, out: Landing) -> None:
     for cluster in fleet.scenario.clusters:
         limit = cluster.sku.power_limit_w
         rows = [_software_row(node, fleet.t0, fleet.scenario.software, limit) for node in cluster.nodes]
-        out.write("node_software", cluster.name, day_of(fleet.t0), file_name(fleet.t0, "jsonl"), _jsonl(rows), len(rows))
+        name = file_name(fleet.t0, "jsonl")
+        out.write("node_software", cluster.name, day_of(fleet.t0), name, _jsonl(rows), len(rows))
         for rollout in sorted(fleet.rollouts, key=lambda r: r.at):
             if rollout.cluster != cluster.name:
                 continue
@@ -147,8 +154,8 @@ def write_node_events(fleet: Fleet, out: Landing) -> None:
 
 # --------------------------------------------------------------------------- jobs
 
-_EVENT_NAMES = list(STEP_EVENTS)
-_CUSTOM = {STEP_EVENTS.index("custom_start"), STEP_EVENTS.index("custom_end")}
+_EVENT_JSON = [f'"{name}"' for name in STEP_EVENTS]
+_NAME_JSON = ['"eval"' if name.startswith("custom_") else "null" for name in STEP_EVENTS]  # custom events are evals
 
 
 def write_step_events(fleet: Fleet, out: Landing) -> None:
@@ -164,9 +171,8 @@ def write_step_events(fleet: Fleet, out: Landing) -> None:
         stamps = rfc3339_ms(ts_ms)
         prefix = f'{{"version":1,"job_id":"{job.job_id}","attempt":'
         lines = [
-            f'{prefix}{attempt[i]},"rank":0,"event":"{_EVENT_NAMES[code[i]]}",'
-            f'"step":{"null" if step[i] == NO_STEP else step[i]},"ts":"{stamps[i]}",'
-            f'"name":{chr(34) + "eval" + chr(34) if code[i] in _CUSTOM else "null"}}}\n'
+            f'{prefix}{attempt[i]},"rank":0,"event":{_EVENT_JSON[code[i]]},'
+            f'"step":{"null" if step[i] == NO_STEP else step[i]},"ts":"{stamps[i]}","name":{_NAME_JSON[code[i]]}}}\n'
             for i in range(len(code))
         ]
         day_index = (ts_ms // 1000 - fleet.t0) // DAY_S
@@ -280,16 +286,16 @@ def write_probe_results(fleet: Fleet, index: FleetIndex, out: Landing) -> None:
     for cluster in fleet.scenario.clusters:
         for node in cluster.nodes:
             for day in _day_starts(fleet):
-                rows = probe_rows(fleet, index, cluster, node, day)
+                started, rows = probe_rows(fleet, index, cluster, node, day)
                 if rows:
-                    started = rows[0]["started_at"].replace("-", "").replace(":", "")
-                    name = f"{node}__-__-__{started}.jsonl"
+                    name = file_name(started, "jsonl", host=node)
                     out.write("probe_results", cluster.name, day_of(day), name, _jsonl(rows), len(rows))
 
 
 def write_labels(fleet: Fleet, path: Path, out: Landing) -> None:
-    text = json.dumps(labels_document(fleet), indent=2) + "\n"
-    out.put(path, text.encode("utf-8"), "labels", len(labels_document(fleet)["incidents"]))
+    document = labels_document(fleet)
+    text = json.dumps(document, indent=2) + "\n"
+    out.put(path, text.encode("utf-8"), "labels", len(document["incidents"]))
 
 
 WRITERS = (
