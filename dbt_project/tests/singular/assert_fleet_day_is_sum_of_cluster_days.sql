@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'fct_fleet_day'}}}) }}
 -- Roll-up consistency: fleet goodput recomputed from the cluster-day numerators and
 -- denominators equals the stored fleet value (metric_tree.md §2.5, identity 5).
 with

@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'metric_tree_daily'}}}) }}
 -- The long interface says what the facts say: goodput per cluster-day in metric_tree_daily
 -- equals fct_cluster_day.goodput.
 select facts.cluster, facts.metric_date, facts.goodput, tree.value
