@@ -16,7 +16,10 @@ renamed as (
         start_at,
         end_at
     from source
-    {{ dedupe_on(['node', 'state', 'start_at']) }}
+    -- one row per interval; a later delivery that closes an open interval (end_at set) wins
+    qualify row_number() over (
+        partition by node, state, start_at order by end_at desc nulls last, landed_file_id
+    ) = 1
 )
 
 select * from renamed
