@@ -67,3 +67,28 @@ def test_sql_reads_the_snapshot_while_another_process_holds_the_writer_lock(demo
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.slow
+def test_sql_without_a_query_is_an_interactive_prompt(demo_home):
+    result = subprocess.run(
+        [sys.executable, "-m", "perf_assets.cli", "sql", "--data-dir", str(demo_home.root)],
+        input="select count(*) as days\nfrom fct_fleet_day;\nselect nonsense from nowhere;\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert "days\n14\n" in result.stdout  # a statement may span lines until ';'
+    assert "error:" in result.stderr and "nowhere" in result.stderr  # a bad query does not end the session
+
+
+@pytest.mark.slow
+def test_report_prints_goodput_factors_regressions_and_score(demo_home):
+    result = run_cli("report", "--data-dir", str(demo_home.root))
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "goodput" in text and "availability" in text and "program_goodput" in text
+    assert "regression: program_goodput of cluster alpha from 2026-11-08" in text
+    assert "95% CI" in text and "recall 1.00" in text
+    assert (demo_home.reports_dir / "summary.txt").read_text().strip() == text.strip()

@@ -25,37 +25,44 @@ DETECTED_NODES = ("goodput", *SPINE_FACTORS)
 SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
 ROLLOUT_WINDOW = timedelta(days=1)
 
-REGRESSION_COLUMNS = [
-    "regression_id",
-    "metric",
-    "grain",
-    "entity_id",
-    "change_date",
-    "change_kind",
-    "before_start_date",
-    "after_end_date",
-    "n_before",
-    "n_after",
-    "before_level",
-    "after_level",
-    "before_numerator",
-    "before_denominator",
-    "after_numerator",
-    "after_denominator",
-    "relative_effect",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "statistic",
-    "test",
-    "factor_log_contributions",
-    "top_factor",
-    "top_factor_share",
-    "coinciding_changes",
-    "peer_relative_effect",
-    "did_relative_effect",
-    "detected_at",
-]
+# The `regressions` table: name -> DuckDB type. A fixed schema, also when nothing was found.
+REGRESSION_SCHEMA = {
+    "regression_id": "varchar",
+    "metric": "varchar",
+    "grain": "varchar",
+    "entity_id": "varchar",
+    "change_date": "date",
+    "change_kind": "varchar",  # regression | improvement (by the metric's direction)
+    "before_start_date": "date",
+    "after_end_date": "date",
+    "n_before": "integer",
+    "n_after": "integer",
+    "before_level": "double",
+    "after_level": "double",
+    "before_numerator": "double",
+    "before_denominator": "double",
+    "after_numerator": "double",
+    "after_denominator": "double",
+    "relative_effect": "double",
+    "ci_low": "double",
+    "ci_high": "double",
+    "p_value": "double",
+    "statistic": "double",
+    "test": "varchar",
+    "factor_log_contributions": "varchar",  # JSON: spine factor -> Δln over the same windows
+    "top_factor": "varchar",
+    "top_factor_share": "double",
+    "coinciding_changes": "varchar",  # JSON: rollouts on the entity's nodes within a day
+    "peer_relative_effect": "double",
+    "did_relative_effect": "double",
+    "detected_at": "timestamptz",
+}
+REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
+
+
+def regressions_ddl(table: str) -> str:
+    columns = ",\n    ".join(f"{name} {kind}" for name, kind in REGRESSION_SCHEMA.items())
+    return f"create or replace table {table} (\n    {columns}\n)"
 
 
 @dataclass(frozen=True)

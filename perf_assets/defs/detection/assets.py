@@ -7,7 +7,7 @@ import dagster as dg
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
 from perf_assets.lib.contracts import REGRESSIONS_TABLE, WRITER_POOL
-from perf_assets.lib.detection import detect_regressions, describe_regression
+from perf_assets.lib.detection import REGRESSION_COLUMNS, describe_regression, detect_regressions, regressions_ddl
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
 
@@ -52,7 +52,8 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             cluster_nodes = inventory.groupby("cluster")["node"].apply(sorted).to_dict()
             found = detect_regressions(metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc))
             connection.register("found", found)
-            connection.execute(f"create or replace table main.{REGRESSIONS_TABLE} as select * from found")
+            connection.execute(regressions_ddl(f"main.{REGRESSIONS_TABLE}"))
+            connection.execute(f"insert into main.{REGRESSIONS_TABLE} select {', '.join(REGRESSION_COLUMNS)} from found")
             connection.unregister("found")
         finally:
             connection.close()

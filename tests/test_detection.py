@@ -1,0 +1,123 @@
+"""Detection, alerts and evaluation as plain functions on small literal inputs."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perf_assets.lib.alerts import append_new_alerts, build_alerts, read_alerts
+from perf_assets.lib.changepoint import DetectorConfig
+from perf_assets.lib.detection import REGRESSION_COLUMNS, detect_regressions, software_changes
+from perf_assets.lib.evaluation import evaluate
+
+START = date(2026, 11, 1)
+FACTORS = {"availability": 0.99, "allocation": 0.9, "runtime_goodput": 0.97, "program_goodput": 0.4}
+
+
+def metric_tree(drop_on: str | None, entity: str = "alpha", days: int = 16, change_day: int = 8, seed: int = 1) -> pd.DataFrame:
+    """A cluster-day metric tree for two clusters where one factor of `entity` drops 12% on day 8."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cluster in ("alpha", "beta"):
+        for day in range(days):
+            installed = 32 * 86400 * 989e12
+            levels = {name: value * (1 + rng.normal(0, 0.005)) for name, value in FACTORS.items()}
+            if cluster == entity and drop_on and day >= change_day:
+                levels[drop_on] *= 0.88
+            denominator = installed
+            numerators = {}
+            for name in FACTORS:  # nested totals: each factor's numerator is the next one's denominator
+                numerators[name] = (denominator * levels[name], denominator)
+                denominator *= levels[name]
+            numerators["goodput"] = (denominator, installed)
+            for node, (numerator, den) in numerators.items():
+                rows.append(
+                    {
+                        "grain": "cluster",
+                        "entity_id": cluster,
+                        "metric_date": START + timedelta(days=day),
+                        "node_id": node,
+                        "numerator": numerator,
+                        "denominator": den,
+                        "direction": 1,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def rollout(nodes: list[str], on: date) -> pd.DataFrame:
+    rows = []
+    for node in nodes:
+        base = {"node": node, "driver": "550", "cuda": "12.4", "torch": "2.5.1", "image": "a", "firmware": "f", "power_limit_w": 700.0}
+        rows.append(base | {"valid_from_at": datetime(2026, 11, 1, tzinfo=timezone.utc), "nccl": "2.21.5"})
+        rows.append(base | {"valid_from_at": datetime.combine(on, datetime.min.time(), tzinfo=timezone.utc), "nccl": "2.22.3"})
+    return pd.DataFrame(rows)
+
+
+CLUSTERS = {"alpha": ["a1", "a2"], "beta": ["b1", "b2"]}
+CONFIG = DetectorConfig(n_permutations=199, max_pvalue=0.01)
+
+
+def test_a_drop_in_one_factor_is_found_attributed_and_tied_to_the_rollout():
+    change = START + timedelta(days=8)
+    found = detect_regressions(metric_tree("runtime_goodput"), rollout(["a1", "a2"], change), CLUSTERS, CONFIG)
+    regressions = found[found["change_kind"] == "regression"]
+    assert set(regressions["metric"]) == {"runtime_goodput", "goodput"}
+    assert set(regressions["entity_id"]) == {"alpha"}
+    goodput = regressions[regressions["metric"] == "goodput"].iloc[0]
+    assert goodput["change_date"] == change
+    assert goodput["top_factor"] == "runtime_goodput" and goodput["top_factor_share"] == pytest.approx(1.0, abs=0.1)
+    contributions = json.loads(goodput["factor_log_contributions"])
+    assert sum(contributions.values()) == pytest.approx(np.log(goodput["after_level"] / goodput["before_level"]), rel=1e-9)
+    assert goodput["ci_low"] < -0.12 < goodput["ci_high"]
+    assert abs(goodput["peer_relative_effect"]) < 0.02  # beta did not change
+    rollouts = json.loads(goodput["coinciding_changes"])
+    assert rollouts == [{"component": "nccl", "from": "2.21.5", "to": "2.22.3", "nodes": 2, "of_nodes": 2, "first_at": "2026-11-09T00:00:00+00:00"}]
+
+
+def test_no_change_finds_nothing_and_keeps_the_schema():
+    found = detect_regressions(metric_tree(None), rollout(["a1"], START + timedelta(days=3)), CLUSTERS, CONFIG)
+    assert found.empty and list(found.columns) == REGRESSION_COLUMNS
+
+
+def test_a_missing_day_is_unknown_not_zero():
+    tree = metric_tree("program_goodput")
+    tree = tree[~((tree["entity_id"] == "alpha") & (tree["metric_date"] == START + timedelta(days=3)))]
+    found = detect_regressions(tree, rollout([], START), CLUSTERS, CONFIG)
+    row = found[(found["metric"] == "program_goodput") & (found["entity_id"] == "alpha")].iloc[0]
+    assert row["n_before"] == 7 and row["n_after"] == 8  # 16 days, one unknown
+
+
+def test_software_changes_lists_components_that_moved():
+    changes = software_changes(rollout(["a1"], START + timedelta(days=2)))
+    assert changes[["node", "component", "from_version", "to_version"]].values.tolist() == [["a1", "nccl", "2.21.5", "2.22.3"]]
+
+
+def test_alerts_are_grouped_per_incident_and_appended_once(tmp_path):
+    found = detect_regressions(metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG)
+    alerts = build_alerts(found)
+    assert len(alerts) == 1 and len(alerts[0]["regression_ids"]) == 2
+    assert alerts[0]["summary"].startswith("regression: goodput of cluster alpha from 2026-11-09")
+
+    first = append_new_alerts(tmp_path, alerts, "2026-11-20T00:00:00Z")
+    second = append_new_alerts(tmp_path, build_alerts(found), "2026-11-21T00:00:00Z")
+
+    assert len(first.appended) == 1 and second.appended == [] and second.already_sent == 1
+    stored = read_alerts(tmp_path)
+    assert len(stored) == 1 and stored[0]["sent_at"] == "2026-11-20T00:00:00Z"
+
+
+def test_evaluation_counts_detected_labels_and_unexplained_regressions():
+    found = detect_regressions(metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG)
+    label = {"incident_id": "x", "cluster": "alpha", "start": "2026-11-09T00:00:00Z", "factor": "runtime_goodput", "cause": {"component": "nccl"}}
+    wrong = label | {"incident_id": "y", "cluster": "beta", "start": "2026-11-03T00:00:00Z"}
+
+    score = evaluate(found, [label, wrong])
+
+    assert (score.labels, score.detected_labels, score.recall) == (2, 1, 0.5)
+    assert score.precision == 1.0 and score.factor_correct == 1 and score.rollout_correct == 1
+    assert evaluate(found, []).recall is None  # no labels: unknown, not zero
