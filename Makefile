@@ -44,6 +44,7 @@ ui: manifest $(DAGSTER_HOME)/dagster.yaml
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_changepoint.py
+	$(BIN)/python bench/bench_ingest.py
 
 clean-data:
 	rm -rf data .dagster_home
