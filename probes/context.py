@@ -66,18 +66,21 @@ def base_context(backend: Backend) -> dict[str, Any]:
         "cpu_affinity": _affinity(),
         "env": {name: os.environ[name] for name in ENV_ALLOW_LIST if name in os.environ},
     }
-    if backend.backend == "torch" and "torch" in sys.modules:
-        torch = sys.modules["torch"]
+    torch = sys.modules.get("torch")  # imported by the backend choice; never imported here
+    if backend.backend == "torch" and torch is not None:
         context["torch"] = torch.__version__
         context["torch_cuda"] = getattr(torch.version, "cuda", None)
         context["torch_num_threads"] = torch.get_num_threads()
         if backend.device_kind == "cuda":
-            props = torch.cuda.get_device_properties(backend.gpu_index)
-            context["cudnn"] = torch.backends.cudnn.version()
-            context["compute_capability"] = f"{props.major}.{props.minor}"
-            context["sm_count"] = props.multi_processor_count
-            context["total_memory_bytes"] = props.total_memory
-            context["l2_cache_bytes"] = getattr(props, "L2_cache_size", None)
+            try:
+                props = torch.cuda.get_device_properties(backend.gpu_index)
+                context["cudnn"] = torch.backends.cudnn.version()
+                context["compute_capability"] = f"{props.major}.{props.minor}"
+                context["sm_count"] = props.multi_processor_count
+                context["total_memory_bytes"] = props.total_memory
+                context["l2_cache_bytes"] = getattr(props, "L2_cache_size", None)
+            except Exception as error:  # the probe run reports the failure; the context notes it
+                context["device_properties_error"] = f"{type(error).__name__}: {error}"
     return context
 
 

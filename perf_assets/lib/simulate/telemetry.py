@@ -202,7 +202,7 @@ def probe_rows(fleet: Fleet, index: FleetIndex, cluster: Cluster, node: str, day
                 "ci_low": round(value - half, 3),
                 "ci_high": round(value + half, 3),
                 "n": 50,
-                "throttle_class": "none",
+                "throttle_class": "clean",
                 "peak": sku.peak_tflops,
                 "fraction_of_peak": round(value / sku.peak_tflops, 4),
                 "status": "pass",

@@ -1,0 +1,5 @@
+"""``python -m probes``: see probes.cli."""
+
+from probes.cli import main
+
+raise SystemExit(main())
