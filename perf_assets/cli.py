@@ -135,6 +135,20 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from probes.cli import describe
+
+    from perf_assets.lib.ingest import ingest
+    from perf_assets.lib.probe_runs import run_local_gemm
+
+    home = _home(args).ensure()
+    landed = run_local_gemm(home, cluster=args.cluster, node=args.node, dtype=args.dtype, size=args.size, iterations=args.iterations, backend=args.backend)
+    print(describe(landed.result))
+    for outcome in ingest(home, [landed.path]):
+        print(outcome.line())
+    return 1 if landed.result.status == "error" else 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="perfwh", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -172,6 +186,14 @@ def parser() -> argparse.ArgumentParser:
     sql = command("sql", "query the published read-only warehouse (no query: an interactive prompt)", cmd_sql)
     sql.add_argument("query", nargs="?", help="one SQL statement")
     sql.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
+
+    probe = command("probe", "run the GEMM probe on this host (GPU, else CPU and says so), land and ingest its result", cmd_probe)
+    probe.add_argument("--cluster", default="local", help="cluster folder to land under (default: local)")
+    probe.add_argument("--node", default=None, help="node name (default: this host's short name)")
+    probe.add_argument("--dtype", default="bf16", help="bf16, fp16, tf32, fp32 or fp64 (default: bf16)")
+    probe.add_argument("--size", type=int, default=None, help="matrix size n (default: 8192 on a GPU, 1024 on the CPU)")
+    probe.add_argument("--iterations", type=int, default=None, help="timed iterations (default: 50 on a GPU, 20 on the CPU)")
+    probe.add_argument("--backend", default="auto", help="auto, cuda, torch-cpu or numpy (default: auto)")
 
     alerts = command("alerts", "list the alerts sent", cmd_alerts)
     alerts.add_argument("--json", action="store_true", help="one JSON object per alert")

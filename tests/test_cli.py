@@ -10,7 +10,7 @@ import pytest
 
 from perf_assets.cli import parser
 
-COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql", "alerts"]
+COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql", "alerts", "probe"]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -92,3 +92,11 @@ def test_report_prints_goodput_factors_regressions_and_score(demo_home):
     assert "regression: program_goodput of cluster alpha from 2026-11-08" in text
     assert "95% CI" in text and "recall 1.00" in text
     assert (demo_home.reports_dir / "summary.txt").read_text().strip() == text.strip()
+
+
+def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):
+    result = run_cli("probe", "--backend", "numpy", "--size", "128", "--iterations", "5", "--node", "host1", "--data-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    first, landed = result.stdout.strip().splitlines()
+    assert "on cpu (numpy" in first and "no physical limit" in first
+    assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t1 rows\tok")

@@ -57,9 +57,13 @@ def test_dbt_data_tests_are_asset_checks(definitions):
     assert "fct_cluster_day_ledger_closes" in checks
 
 
-def test_sensor_schedule_and_job_exist(definitions):
-    assert definitions.resolve_job_def("ingest_and_build")
+def test_sensor_schedules_and_jobs_exist(definitions, specs):
+    build_job = definitions.resolve_job_def("ingest_and_build")
+    built = {key.to_user_string() for key in build_job.asset_layer.executable_asset_keys}
+    assert "local_gemm_probe" not in built and {"raw_dcgm", "fct_fleet_day", "alert_outbox"} <= built
     assert definitions.resolve_schedule_def("daily_build").cron_schedule == "0 6 * * *"
+    assert definitions.resolve_schedule_def("daily_probes").job.name == "probe_local_host"
+    assert specs["local_gemm_probe"].group_name == "probes"
     assert definitions.resolve_sensor_def("landing_sensor")
 
 

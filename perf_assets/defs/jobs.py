@@ -4,7 +4,7 @@ import dagster as dg
 
 ingest_and_build = dg.define_asset_job(
     "ingest_and_build",
-    selection=dg.AssetSelection.all(),
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("probes"),
     description="Ingest new landed files, build the warehouse, detect, alert and evaluate.",
 )
 
@@ -15,4 +15,19 @@ daily_build_schedule = dg.ScheduleDefinition(
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Rebuild everything daily at 06:00 UTC, after the nightly exports have landed.",
+)
+
+probe_local_host = dg.define_asset_job(
+    "probe_local_host",
+    selection=dg.AssetSelection.groups("probes"),
+    description="Run the probes on the host that runs Dagster; results land for the next ingestion.",
+)
+
+probe_schedule = dg.ScheduleDefinition(
+    name="daily_probes",
+    job=probe_local_host,
+    cron_schedule="0 5 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Daily probes at 05:00 UTC, before the build; off by default (turn on where Dagster runs on a GPU host).",
 )
