@@ -7,13 +7,14 @@ export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
-.PHONY: run test ui manifest validate bench clean-data help
+.PHONY: run test ui manifest validate bench lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
 	@echo "make test      the whole test suite (no GPU, no network beyond loopback)"
 	@echo "make ui        the Dagster UI on http://127.0.0.1:$(PORT)"
 	@echo "make validate  dagster definitions validate -w workspace.yaml"
+	@echo "make lint      ruff check and format check"
 	@echo "make bench     benchmarks under bench/ (ratios against a baseline measured in the same run)"
 
 $(STAMP): pyproject.toml
@@ -41,6 +42,10 @@ validate: manifest
 
 ui: manifest $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check perf_assets probes tests bench
+	$(BIN)/ruff format --check perf_assets probes tests bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_changepoint.py

@@ -80,8 +80,7 @@ def main() -> None:
     n_splits = args.points - 2 * m + 1
 
     print(
-        f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
-        f"{os.cpu_count()} cpus"
+        f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, {os.cpu_count()} cpus"
     )
     print(f"data: {args.series} series x {args.points} points, {n_splits} candidate splits each (min_segment={m})")
     print("comparison: best split by max |Welch t|, NO permutations on either side")

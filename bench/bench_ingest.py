@@ -44,8 +44,12 @@ def main() -> None:
         files = landed_files(home.landing)
         step_files = [describe(home.landing, path) for path in files if "/step_events/" in path.as_posix()]
         step_bytes = sum(f.size_bytes for f in step_files)
-        schema = pa.schema([pa.field("version", pa.int64()), *[pa.field(f.name, f.type) for f in raw_table("step_events").schema]])
-        schema = pa.schema([field.with_type(pa.timestamp("us", tz="UTC")) if field.type == TS else field for field in schema])
+        schema = pa.schema(
+            [pa.field("version", pa.int64()), *[pa.field(f.name, f.type) for f in raw_table("step_events").schema]]
+        )
+        schema = pa.schema(
+            [field.with_type(pa.timestamp("us", tz="UTC")) if field.type == TS else field for field in schema]
+        )
         options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
         rows = sum(parse_json_records(SPECS["step_events"], f).num_rows for f in step_files)
@@ -63,7 +67,11 @@ def main() -> None:
         print(f"  ours (parse + validate, no write)  : {ours * 1000:8.1f} ms  ({rows / ours:,.0f} events/s)")
         print(f"  pyarrow_json_read_json (no checks) : {baseline * 1000:8.1f} ms  ({rows / baseline:,.0f} events/s)")
         ratio = ours / baseline
-        print(f"ours is {ratio:.1f}x slower than pyarrow_json_read_json" if ratio >= 1 else f"ours is {1 / ratio:.1f}x faster than pyarrow_json_read_json")
+        print(
+            f"ours is {ratio:.1f}x slower than pyarrow_json_read_json"
+            if ratio >= 1
+            else f"ours is {1 / ratio:.1f}x faster than pyarrow_json_read_json"
+        )
         print(
             f"whole demo landing (all formats, parse + validate + Parquet + manifest): {len(outcomes)} files, "
             f"{total_rows:,} rows, {total_bytes / 1e6:.1f} MB in {full:.1f} s ({total_rows / full:,.0f} rows/s)"

@@ -38,15 +38,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from perf_assets.lib.ingest import deliver, ingest
 
     home = _home(args).ensure()
-    landed, problems = deliver(home, [Path(p) for p in args.paths], source=args.source, cluster=args.cluster, day=args.date)
+    landed, problems = deliver(
+        home, [Path(p) for p in args.paths], source=args.source, cluster=args.cluster, day=args.date
+    )
     for problem in problems:
         print(f"not landed: {problem}", file=sys.stderr)
     outcomes = ingest(home, landed) if landed else []
     for outcome in outcomes:
         print(outcome.line())
     quarantined = sum(outcome.status == "quarantined" for outcome in outcomes)
-    print(f"{len(outcomes)} file(s): {sum(o.status == 'ok' for o in outcomes)} ok, {quarantined} quarantined, "
-          f"{sum(o.status == 'already_ingested' for o in outcomes)} already ingested, {len(problems)} not landed")
+    print(
+        f"{len(outcomes)} file(s): {sum(o.status == 'ok' for o in outcomes)} ok, {quarantined} quarantined, "
+        f"{sum(o.status == 'already_ingested' for o in outcomes)} already ingested, {len(problems)} not landed"
+    )
     return 1 if problems or quarantined else 0
 
 
@@ -129,20 +133,31 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
     alerts = read_alerts(_home(args).alerts_dir)
     for alert in alerts:
-        print(json.dumps(alert, sort_keys=True) if args.json else f"{alert['alert_id']}  {alert['status']:<8} {alert['summary']}")
+        print(
+            json.dumps(alert, sort_keys=True)
+            if args.json
+            else f"{alert['alert_id']}  {alert['status']:<8} {alert['summary']}"
+        )
     if not alerts:
         print("no alerts")
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from probes.cli import describe
-
     from perf_assets.lib.ingest import ingest
     from perf_assets.lib.probe_runs import run_local_gemm
+    from probes.cli import describe
 
     home = _home(args).ensure()
-    landed = run_local_gemm(home, cluster=args.cluster, node=args.node, dtype=args.dtype, size=args.size, iterations=args.iterations, backend=args.backend)
+    landed = run_local_gemm(
+        home,
+        cluster=args.cluster,
+        node=args.node,
+        dtype=args.dtype,
+        size=args.size,
+        iterations=args.iterations,
+        backend=args.backend,
+    )
     print(describe(landed.result))
     for outcome in ingest(home, [landed.path]):
         print(outcome.line())
@@ -162,7 +177,9 @@ def parser() -> argparse.ArgumentParser:
     simulate = command("simulate", "write a simulated fleet's exports into landing/ with labels.json", cmd_simulate)
     simulate.add_argument("--scenario", default="demo", help="scenario name (default: demo)")
     simulate.add_argument("--seed", type=int, default=7, help="random seed; the same seed writes the same files")
-    simulate.add_argument("--start", type=date.fromisoformat, default=None, help="first day, YYYY-MM-DD (default: the scenario's)")
+    simulate.add_argument(
+        "--start", type=date.fromisoformat, default=None, help="first day, YYYY-MM-DD (default: the scenario's)"
+    )
     simulate.add_argument("--days", type=int, default=None, help="days to simulate (default: the scenario's)")
     simulate.add_argument("--if-empty", action="store_true", help="do nothing when landing/ already has files")
 
@@ -176,7 +193,9 @@ def parser() -> argparse.ArgumentParser:
     reingest.add_argument("--format", required=True, help="format name, e.g. sacct_parsable2")
     reingest.add_argument("--since", help="only files captured on or after this day, YYYY-MM-DD")
 
-    build = command("build", "ingest, build the warehouse, detect, alert and evaluate: all assets in one in-process run", cmd_build)
+    build = command(
+        "build", "ingest, build the warehouse, detect, alert and evaluate: all assets in one in-process run", cmd_build
+    )
     build.add_argument("--select", default=None, help="Dagster asset selection (default: everything)")
     build.add_argument("--quiet", action="store_true", help="do not print the summary")
 
@@ -187,12 +206,16 @@ def parser() -> argparse.ArgumentParser:
     sql.add_argument("query", nargs="?", help="one SQL statement")
     sql.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
 
-    probe = command("probe", "run the GEMM probe on this host (GPU, else CPU and says so), land and ingest its result", cmd_probe)
+    probe = command(
+        "probe", "run the GEMM probe on this host (GPU, else CPU and says so), land and ingest its result", cmd_probe
+    )
     probe.add_argument("--cluster", default="local", help="cluster folder to land under (default: local)")
     probe.add_argument("--node", default=None, help="node name (default: this host's short name)")
     probe.add_argument("--dtype", default="bf16", help="bf16, fp16, tf32, fp32 or fp64 (default: bf16)")
     probe.add_argument("--size", type=int, default=None, help="matrix size n (default: 8192 on a GPU, 1024 on the CPU)")
-    probe.add_argument("--iterations", type=int, default=None, help="timed iterations (default: 50 on a GPU, 20 on the CPU)")
+    probe.add_argument(
+        "--iterations", type=int, default=None, help="timed iterations (default: 50 on a GPU, 20 on the CPU)"
+    )
     probe.add_argument("--backend", default="auto", help="auto, cuda, torch-cpu or numpy (default: auto)")
 
     alerts = command("alerts", "list the alerts sent", cmd_alerts)

@@ -20,7 +20,9 @@ from probes.records import ProbeResult, landing_path, utc_now, write_jsonl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m probes", description="GPU probes for the fleet performance warehouse.")
+    parser = argparse.ArgumentParser(
+        prog="python -m probes", description="GPU probes for the fleet performance warehouse."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="PROBE")
     gemm = commands.add_parser(
         "gemm",
@@ -28,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Dense square matmul throughput. Defaults: size 8192, 50 iterations, 2 s warm-up on a GPU; "
         "1024, 20 and 0.5 s on the CPU (numpy runs bf16/fp16/tf32 as fp32).",
     )
-    gemm.add_argument("--out-dir", required=True, type=Path, help="landing root (the landing/ folder under PERFWH_HOME)")
+    gemm.add_argument(
+        "--out-dir", required=True, type=Path, help="landing root (the landing/ folder under PERFWH_HOME)"
+    )
     gemm.add_argument("--cluster", required=True, help="cluster name (folder under probe_results/)")
     gemm.add_argument("--node", default=None, help="node name (default: this host's short name)")
     gemm.add_argument("--dtype", default="bf16", choices=DTYPES, help="default: bf16")
@@ -36,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     gemm.add_argument("--iterations", type=int, default=None, help="timed iterations")
     gemm.add_argument("--warmup-s", type=float, default=None, help="warm-up seconds")
     gemm.add_argument("--seed", type=int, default=0, help="input seed (default: 0)")
-    gemm.add_argument("--backend", default="auto", choices=CHOICES, help="default: auto (CUDA, else torch CPU, else numpy)")
+    gemm.add_argument(
+        "--backend", default="auto", choices=CHOICES, help="default: auto (CUDA, else torch CPU, else numpy)"
+    )
     gemm.add_argument("--gpu-index", type=int, default=0, help="CUDA device index (default: 0)")
     return parser
 

@@ -86,7 +86,11 @@ def time_numpy(dtype: str, size: int, iterations: int, warmup_s: float, seed: in
         seconds.append((time.perf_counter_ns() - start) / 1e9)
     rows = min(CHECK_ROWS, size)
     ref = a[:rows].astype(np.float64) @ b.astype(np.float64)
-    return Timing(seconds, _relative_error(c[:rows].astype(np.float64), ref), {"timing": "perf_counter", "warmup_iterations": warm})
+    return Timing(
+        seconds,
+        _relative_error(c[:rows].astype(np.float64), ref),
+        {"timing": "perf_counter", "warmup_iterations": warm},
+    )
 
 
 def _warm_up(step: Callable[[], Any], warmup_s: float, sync: Callable[[], Any] = lambda: None) -> int:
@@ -115,7 +119,12 @@ def _precision(torch: Any, dtype: str, cuda: bool):
             saved["allow_tf32"] = matmul.allow_tf32
             matmul.allow_tf32 = want_tf32
     flags: dict[str, Any] = {}
-    for name in ("fp32_precision", "allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction"):
+    for name in (
+        "fp32_precision",
+        "allow_tf32",
+        "allow_bf16_reduced_precision_reduction",
+        "allow_fp16_reduced_precision_reduction",
+    ):
         with contextlib.suppress(Exception):
             flags[name] = getattr(matmul, name)
     with contextlib.suppress(Exception):
@@ -140,7 +149,13 @@ def time_torch(
     timed loop only (the NVML sampler)."""
     import torch  # noqa: PLC0415 - optional dependency
 
-    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32, "fp64": torch.float64}[dtype]
+    torch_dtype = {
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+        "tf32": torch.float32,
+        "fp32": torch.float32,
+        "fp64": torch.float64,
+    }[dtype]
     cuda = backend.device_kind == "cuda"
     device = torch.device(backend.torch_device)
     if cuda:
@@ -165,7 +180,10 @@ def time_torch(
         seconds: list[float] = []
         with window():
             if cuda:
-                pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iterations)]
+                pairs = [
+                    (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                    for _ in range(iterations)
+                ]
                 for start, end in pairs:
                     if flush is not None:
                         flush.zero_()
@@ -257,13 +275,23 @@ def run_gemm(
             if backend.backend == "numpy":
                 timing = time_numpy(ran_dtype, size, iterations, warmup_s, seed)
             else:
-                timing = time_torch(backend, ran_dtype, size, iterations, warmup_s, seed, window=(lambda: sampler) if sampler else contextlib.nullcontext)
+                timing = time_torch(
+                    backend,
+                    ran_dtype,
+                    size,
+                    iterations,
+                    warmup_s,
+                    seed,
+                    window=(lambda: sampler) if sampler else contextlib.nullcontext,
+                )
         context.update(timing.context)
         context.update(load.summary())
         if sampler is not None:
             context.update(sampler.summary())
         else:
-            context.update({"nvml_available": False, "nvml_error": "no GPU" if backend.device_kind == "cpu" else "not sampled"})
+            context.update(
+                {"nvml_available": False, "nvml_error": "no GPU" if backend.device_kind == "cpu" else "not sampled"}
+            )
         samples = [flops_per_product(size) / s / 1e12 for s in timing.seconds]
         summary = summarize(samples)
         context["stats"] = extras(samples)
@@ -285,9 +313,13 @@ def run_gemm(
             context=context,
         )
     fraction = summary.median / peak if peak else None
-    status, reason = judge(backend.device_kind, fraction, floor=floor, label=f"sku {backend.sku!r} and dtype {ran_dtype}")
+    status, reason = judge(
+        backend.device_kind, fraction, floor=floor, label=f"sku {backend.sku!r} and dtype {ran_dtype}"
+    )
     if not np.isfinite(timing.rel_error) or timing.rel_error > TOLERANCE[ran_dtype]:
-        check = f"result check failed: relative error {timing.rel_error:.3g} vs fp64 (tolerance {TOLERANCE[ran_dtype]:g})"
+        check = (
+            f"result check failed: relative error {timing.rel_error:.3g} vs fp64 (tolerance {TOLERANCE[ran_dtype]:g})"
+        )
         status, reason = "fail", f"{check}; {reason}" if reason else check
     return ProbeResult(
         **fields,

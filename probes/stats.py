@@ -65,7 +65,9 @@ def extras(samples: Sequence[float]) -> dict[str, float | None]:
     q1, q3, p5, p95 = (float(x) for x in np.percentile(values, [25, 75, 5, 95]))
     median = float(np.median(values))
     half = values.size // 2
-    drift = float(np.median(values[half:]) / np.median(values[:half])) if half >= 1 and np.median(values[:half]) else None
+    drift = (
+        float(np.median(values[half:]) / np.median(values[:half])) if half >= 1 and np.median(values[:half]) else None
+    )
     return {
         "q1": q1,
         "q3": q3,

@@ -10,7 +10,9 @@ FRACTION_FLOOR = 0.6
 CPU_REASON = "cpu fallback: no GPU; no physical limit to judge against"
 
 
-def judge(device_kind: str, fraction_of_peak: float | None, *, floor: float = FRACTION_FLOOR, label: str = "this device") -> tuple[str, str | None]:
+def judge(
+    device_kind: str, fraction_of_peak: float | None, *, floor: float = FRACTION_FLOOR, label: str = "this device"
+) -> tuple[str, str | None]:
     """(status, reason) for a throughput that ran to the end.
 
     - CPU: "pass", with the reason saying that nothing was judged.

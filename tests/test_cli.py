@@ -14,7 +14,9 @@ COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql"
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perf_assets.cli", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "perf_assets.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -27,11 +29,25 @@ def test_every_command_has_help_and_data_dir(command, capsys):
 
 def test_ingest_prints_one_line_per_file_and_fails_on_quarantine(tmp_path):
     good = tmp_path / "events.jsonl"
-    good.write_text('{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n')
+    good.write_text(
+        '{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n'
+    )
     bad = tmp_path / "truncated.jsonl"
-    bad.write_text('{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n{"version": 1, "no')
+    bad.write_text(
+        '{"version": 1, "node": "n1", "state": "down", "reason": "xid 79", "start": "2026-11-01T00:00:00Z", "end": null}\n{"version": 1, "no'
+    )
 
-    result = run_cli("ingest", str(good), str(bad), "--source", "node_events", "--cluster", "alpha", "--data-dir", str(tmp_path / "home"))
+    result = run_cli(
+        "ingest",
+        str(good),
+        str(bad),
+        "--source",
+        "node_events",
+        "--cluster",
+        "alpha",
+        "--data-dir",
+        str(tmp_path / "home"),
+    )
 
     lines = [line for line in result.stdout.splitlines() if "\t" in line]
     assert len(lines) == 2
@@ -59,7 +75,12 @@ def test_sql_reads_the_snapshot_while_another_process_holds_the_writer_lock(demo
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
-        result = run_cli("sql", "select cluster, metric_date, goodput from fct_cluster_day order by 1, 2 limit 5", "--data-dir", str(demo_home.root))
+        result = run_cli(
+            "sql",
+            "select cluster, metric_date, goodput from fct_cluster_day order by 1, 2 limit 5",
+            "--data-dir",
+            str(demo_home.root),
+        )
         assert result.returncode == 0, result.stderr
         assert time.monotonic() - started < 20
         lines = result.stdout.strip().splitlines()
@@ -95,7 +116,19 @@ def test_report_prints_goodput_factors_regressions_and_score(demo_home):
 
 
 def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):
-    result = run_cli("probe", "--backend", "numpy", "--size", "128", "--iterations", "5", "--node", "host1", "--data-dir", str(tmp_path))
+    result = run_cli(
+        "probe",
+        "--backend",
+        "numpy",
+        "--size",
+        "128",
+        "--iterations",
+        "5",
+        "--node",
+        "host1",
+        "--data-dir",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr
     first, landed = result.stdout.strip().splitlines()
     assert "on cpu (numpy" in first and "no physical limit" in first

@@ -24,6 +24,7 @@ def test_every_asset_has_a_description_and_a_contract_group(specs):
     assert specs
     for key, spec in specs.items():
         assert spec.description, key
+        assert spec.owners == ["team:perf-warehouse"], key
         assert spec.group_name in ASSET_GROUPS, (key, spec.group_name)
 
 

@@ -18,7 +18,9 @@ START = date(2026, 11, 1)
 FACTORS = {"availability": 0.99, "allocation": 0.9, "runtime_goodput": 0.97, "program_goodput": 0.4}
 
 
-def metric_tree(drop_on: str | None, entity: str = "alpha", days: int = 16, change_day: int = 8, seed: int = 1) -> pd.DataFrame:
+def metric_tree(
+    drop_on: str | None, entity: str = "alpha", days: int = 16, change_day: int = 8, seed: int = 1
+) -> pd.DataFrame:
     """A cluster-day metric tree for two clusters where one factor of `entity` drops 12% on day 8."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -52,9 +54,19 @@ def metric_tree(drop_on: str | None, entity: str = "alpha", days: int = 16, chan
 def rollout(nodes: list[str], on: date) -> pd.DataFrame:
     rows = []
     for node in nodes:
-        base = {"node": node, "driver": "550", "cuda": "12.4", "torch": "2.5.1", "image": "a", "firmware": "f", "power_limit_w": 700.0}
+        base = {
+            "node": node,
+            "driver": "550",
+            "cuda": "12.4",
+            "torch": "2.5.1",
+            "image": "a",
+            "firmware": "f",
+            "power_limit_w": 700.0,
+        }
         rows.append(base | {"valid_from_at": datetime(2026, 11, 1, tzinfo=timezone.utc), "nccl": "2.21.5"})
-        rows.append(base | {"valid_from_at": datetime.combine(on, datetime.min.time(), tzinfo=timezone.utc), "nccl": "2.22.3"})
+        rows.append(
+            base | {"valid_from_at": datetime.combine(on, datetime.min.time(), tzinfo=timezone.utc), "nccl": "2.22.3"}
+        )
     return pd.DataFrame(rows)
 
 
@@ -72,11 +84,22 @@ def test_a_drop_in_one_factor_is_found_attributed_and_tied_to_the_rollout():
     assert goodput["change_date"] == change
     assert goodput["top_factor"] == "runtime_goodput" and goodput["top_factor_share"] == pytest.approx(1.0, abs=0.1)
     contributions = json.loads(goodput["factor_log_contributions"])
-    assert sum(contributions.values()) == pytest.approx(np.log(goodput["after_level"] / goodput["before_level"]), rel=1e-9)
+    assert sum(contributions.values()) == pytest.approx(
+        np.log(goodput["after_level"] / goodput["before_level"]), rel=1e-9
+    )
     assert goodput["ci_low"] < -0.12 < goodput["ci_high"]
     assert abs(goodput["peer_relative_effect"]) < 0.02  # beta did not change
     rollouts = json.loads(goodput["coinciding_changes"])
-    assert rollouts == [{"component": "nccl", "from": "2.21.5", "to": "2.22.3", "nodes": 2, "of_nodes": 2, "first_at": "2026-11-09T00:00:00+00:00"}]
+    assert rollouts == [
+        {
+            "component": "nccl",
+            "from": "2.21.5",
+            "to": "2.22.3",
+            "nodes": 2,
+            "of_nodes": 2,
+            "first_at": "2026-11-09T00:00:00+00:00",
+        }
+    ]
 
 
 def test_no_change_finds_nothing_and_keeps_the_schema():
@@ -94,11 +117,15 @@ def test_a_missing_day_is_unknown_not_zero():
 
 def test_software_changes_lists_components_that_moved():
     changes = software_changes(rollout(["a1"], START + timedelta(days=2)))
-    assert changes[["node", "component", "from_version", "to_version"]].values.tolist() == [["a1", "nccl", "2.21.5", "2.22.3"]]
+    assert changes[["node", "component", "from_version", "to_version"]].values.tolist() == [
+        ["a1", "nccl", "2.21.5", "2.22.3"]
+    ]
 
 
 def test_alerts_are_grouped_per_incident_and_appended_once(tmp_path):
-    found = detect_regressions(metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG)
+    found = detect_regressions(
+        metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG
+    )
     alerts = build_alerts(found)
     assert len(alerts) == 1 and len(alerts[0]["regression_ids"]) == 2
     assert alerts[0]["summary"].startswith("regression: goodput of cluster alpha from 2026-11-09")
@@ -112,8 +139,16 @@ def test_alerts_are_grouped_per_incident_and_appended_once(tmp_path):
 
 
 def test_evaluation_counts_detected_labels_and_unexplained_regressions():
-    found = detect_regressions(metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG)
-    label = {"incident_id": "x", "cluster": "alpha", "start": "2026-11-09T00:00:00Z", "factor": "runtime_goodput", "cause": {"component": "nccl"}}
+    found = detect_regressions(
+        metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG
+    )
+    label = {
+        "incident_id": "x",
+        "cluster": "alpha",
+        "start": "2026-11-09T00:00:00Z",
+        "factor": "runtime_goodput",
+        "cause": {"component": "nccl"},
+    }
     wrong = label | {"incident_id": "y", "cluster": "beta", "start": "2026-11-03T00:00:00Z"}
 
     score = evaluate(found, [label, wrong])

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
-from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
@@ -70,7 +68,14 @@ def test_a_bad_line_quarantines_the_file_and_keeps_what_was_ingested(small_fleet
     home = data_home(tmp_path / "home").ensure()
     landed = home.landing / "node_events" / "alpha" / "2026-11-01" / "events.jsonl"
     landed.parent.mkdir(parents=True)
-    good = {"version": 1, "node": "alpha-n01", "state": "down", "reason": "xid 79", "start": "2026-11-01T01:00:00Z", "end": "2026-11-01T03:00:00Z"}
+    good = {
+        "version": 1,
+        "node": "alpha-n01",
+        "state": "down",
+        "reason": "xid 79",
+        "start": "2026-11-01T01:00:00Z",
+        "end": "2026-11-01T03:00:00Z",
+    }
     landed.write_text(json.dumps(good) + "\n")
     assert [o.status for o in ingest(home)] == ["ok"]
     bad = home.landing / "node_events" / "alpha" / "2026-11-02" / "events.jsonl"
@@ -109,9 +114,13 @@ def test_deliver_copies_by_sniffed_source_and_never_overwrites(small_fleet, tmp_
     shutil.copyfile(step_file, outside / "steps.jsonl")
     (outside / "notes.txt").write_text("not an export\n")
 
-    landed, problems = deliver(home, [outside / "steps.jsonl", outside / "notes.txt"], cluster="alpha", day="2026-11-01")
+    landed, problems = deliver(
+        home, [outside / "steps.jsonl", outside / "notes.txt"], cluster="alpha", day="2026-11-01"
+    )
 
-    assert [path.relative_to(home.landing).as_posix() for path in landed] == ["step_events/alpha/2026-11-01/steps.jsonl"]
+    assert [path.relative_to(home.landing).as_posix() for path in landed] == [
+        "step_events/alpha/2026-11-01/steps.jsonl"
+    ]
     assert len(problems) == 1 and "cannot tell which source" in problems[0]
     again, _ = deliver(home, [outside / "steps.jsonl"], cluster="alpha", day="2026-11-01")
     assert again == landed  # same bytes: the landed file is reused, not copied twice

@@ -227,7 +227,9 @@ def test_the_line_round_trips_through_ingestion(cpu_result, tmp_path):
 
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probes", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "probes", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_help_exits_zero():

@@ -48,7 +48,15 @@ def test_webserver_serves_the_lineage_from_raw_to_alerts(tmp_path, dbt_manifest)
     (dagster_home / "dagster.yaml").write_text((REPO_ROOT / "dagster.yaml").read_text())
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home), PERFWH_HOME=str(tmp_path / "data"))
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        [
+            str(Path(sys.executable).parent / "dagster-webserver"),
+            "-w",
+            "workspace.yaml",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -72,11 +80,27 @@ def test_webserver_serves_the_lineage_from_raw_to_alerts(tmp_path, dbt_manifest)
         assert location["__typename"] == "RepositoryLocation", location  # loadStatus alone lies
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
         upstream = {key: {"/".join(d["path"]) for d in node["dependencyKeys"]} for key, node in nodes.items()}
-        path = ["alert_outbox", "regressions", "metric_tree_daily", "fct_cluster_day", "int_node_day_ledger",
-                "int_job_steps", "stg_step_events__events", "raw_step_events"]
+        path = [
+            "alert_outbox",
+            "regressions",
+            "metric_tree_daily",
+            "fct_cluster_day",
+            "int_node_day_ledger",
+            "int_job_steps",
+            "stg_step_events__events",
+            "raw_step_events",
+        ]
         for child, parent in zip(path, path[1:]):
             assert parent in upstream[child], (child, parent)
-        assert {node["groupName"] for node in nodes.values()} >= {"raw", "staging", "intermediate", "marts", "detection", "alerts", "evaluation"}
+        assert {node["groupName"] for node in nodes.values()} >= {
+            "raw",
+            "staging",
+            "intermediate",
+            "marts",
+            "detection",
+            "alerts",
+            "evaluation",
+        }
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:

@@ -80,7 +80,9 @@ def test_the_injected_rollout_regression_is_found_with_its_evidence(demo_home, d
     assert row["relative_effect"] == pytest.approx(label["expected_relative_change"], abs=0.04)
     assert row["before_level"] == pytest.approx(row["before_numerator"] / row["before_denominator"], rel=1e-12)
     rollouts = json.loads(row["coinciding_changes"])
-    assert any(r["component"] == "nccl" and r["to"] == label["cause"]["to"] and r["nodes"] == r["of_nodes"] for r in rollouts)
+    assert any(
+        r["component"] == "nccl" and r["to"] == label["cause"]["to"] and r["nodes"] == r["of_nodes"] for r in rollouts
+    )
     assert row["top_factor"] == "program_goodput"
     assert row["did_relative_effect"] < row["relative_effect"] + 0.05  # peers did not drop alike
 
@@ -122,6 +124,8 @@ def test_rebuild_ingests_nothing_twice_and_counts_a_renamed_copy_once(demo_home,
     numeric = before_facts.select_dtypes("number").columns
     for column in numeric:  # re-summed floats may differ in the last bits (relative to the column's scale)
         scale = float(before_facts[column].abs().max() or 1.0)
-        assert list(after_facts[column]) == pytest.approx(list(before_facts[column]), rel=1e-12, abs=1e-9 * scale, nan_ok=True), column
+        assert list(after_facts[column]) == pytest.approx(
+            list(before_facts[column]), rel=1e-12, abs=1e-9 * scale, nan_ok=True
+        ), column
     assert demo_snapshot("select count(*) as n from intermediate.int_job_steps")["n"][0] == before_steps
     assert read_alerts(demo_home.alerts_dir) == before_alerts

@@ -17,7 +17,15 @@ def prepare_dbt_manifest(force: bool = False) -> Path:
     if force or not manifest.exists() or _project_changed_since(manifest.stat().st_mtime):
         dbt = Path(sys.executable).parent / "dbt"
         subprocess.run(
-            [str(dbt) if dbt.exists() else "dbt", "parse", "--quiet", "--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)],
+            [
+                str(dbt) if dbt.exists() else "dbt",
+                "parse",
+                "--quiet",
+                "--project-dir",
+                str(DBT_PROJECT_DIR),
+                "--profiles-dir",
+                str(DBT_PROJECT_DIR),
+            ],
             check=True,
             env=os.environ.copy(),
         )
@@ -46,8 +54,8 @@ def build(home: DataHome, selection: str | None = None, lock_timeout_s: float = 
     prepare_dbt_manifest()
     import dagster as dg
 
-    from perf_assets.defs.resources import PerfwhHome
     from perf_assets.definitions import defs
+    from perf_assets.defs.resources import PerfwhHome
 
     definitions = defs()
     resources = {**definitions.resources, "perfwh": PerfwhHome(data_dir=str(home.root))}
@@ -55,5 +63,7 @@ def build(home: DataHome, selection: str | None = None, lock_timeout_s: float = 
     # Probes are not part of a build (they measure this host now, so a build would not be reproducible).
     chosen = selection or (dg.AssetSelection.all() - dg.AssetSelection.groups("probes"))
     with warehouse_write_lock(home, timeout_s=lock_timeout_s):
-        result = dg.materialize(assets, resources=resources, instance=_instance(), selection=chosen, raise_on_error=False)
+        result = dg.materialize(
+            assets, resources=resources, instance=_instance(), selection=chosen, raise_on_error=False
+        )
     return result.success

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 ASSET_GROUPS = ("raw", "staging", "intermediate", "marts", "detection", "alerts", "evaluation", "probes")
 WRITER_POOL = "warehouse_writer"
+OWNER = "team:perf-warehouse"  # owner of every asset until teams own parts of the tree
 MANIFEST_TABLE = "ingest_manifest"
 REGRESSIONS_TABLE = "regressions"
 SEED_METRIC_TREE = "metric_tree_nodes"

@@ -84,14 +84,16 @@ def build_series(metric_tree: pd.DataFrame, nodes: tuple[str, ...] = DETECTED_NO
     first, last = dates[0], dates[-1]
     grid = [first + timedelta(days=offset) for offset in range((last - first).days + 1)]
     index = pd.MultiIndex.from_frame(frame[["grain", "entity_id", "node_id"]].drop_duplicates())
-    numerators = (
-        frame.pivot_table(index=["grain", "entity_id", "node_id"], columns="metric_date", values="numerator", aggfunc="sum", dropna=False)
-        .reindex(index=index, columns=grid)
-    )
-    denominators = (
-        frame.pivot_table(index=["grain", "entity_id", "node_id"], columns="metric_date", values="denominator", aggfunc="sum", dropna=False)
-        .reindex(index=index, columns=grid)
-    )
+    numerators = frame.pivot_table(
+        index=["grain", "entity_id", "node_id"], columns="metric_date", values="numerator", aggfunc="sum", dropna=False
+    ).reindex(index=index, columns=grid)
+    denominators = frame.pivot_table(
+        index=["grain", "entity_id", "node_id"],
+        columns="metric_date",
+        values="denominator",
+        aggfunc="sum",
+        dropna=False,
+    ).reindex(index=index, columns=grid)
     directions = frame.drop_duplicates("node_id").set_index("node_id")["direction"].to_dict()
     keys = [tuple(key) for key in index]
     return SeriesBatch(
@@ -117,7 +119,9 @@ def _windows(batch: SeriesBatch, change: ChangePoint) -> tuple[int, int]:
     return int(before[0]), int(after[-1]) + 1
 
 
-def factor_log_contributions(batch: SeriesBatch, grain: str, entity: str, start: int, change: int, stop: int) -> dict[str, float]:
+def factor_log_contributions(
+    batch: SeriesBatch, grain: str, entity: str, start: int, change: int, stop: int
+) -> dict[str, float]:
     """Δln of each spine factor between the pooled windows; they add up to Δln goodput (LMDI, one entity)."""
     rows = {key[2]: row for row, key in enumerate(batch.keys) if key[0] == grain and key[1] == entity}
     contributions = {}
@@ -155,7 +159,11 @@ def coinciding_changes(changes: pd.DataFrame, nodes: list[str], change_day: date
         return []
     day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
     at = pd.to_datetime(changes["changed_at"], utc=True)
-    near = changes[changes["node"].isin(nodes) & (at >= day_start - ROLLOUT_WINDOW) & (at < day_start + ROLLOUT_WINDOW + timedelta(days=1))]
+    near = changes[
+        changes["node"].isin(nodes)
+        & (at >= day_start - ROLLOUT_WINDOW)
+        & (at < day_start + ROLLOUT_WINDOW + timedelta(days=1))
+    ]
     summary = []
     for (component, old, new), group in near.groupby(["component", "from_version", "to_version"]):
         summary.append(
@@ -197,13 +205,17 @@ def detect_regressions(
         direction = batch.directions[change.series_index]
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
-        top = min(contributions, key=contributions.get) if total < 0 else max(contributions, key=contributions.get, default=None)
-        nodes = sorted({node for nodes in cluster_nodes.values() for node in nodes}) if grain == "fleet" else cluster_nodes.get(entity, [])
-        peers = [
-            row
-            for row, key in enumerate(batch.keys)
-            if key[0] == grain and key[2] == metric and key[1] != entity
-        ]
+        top = (
+            min(contributions, key=contributions.get)
+            if total < 0
+            else max(contributions, key=contributions.get, default=None)
+        )
+        nodes = (
+            sorted({node for nodes in cluster_nodes.values() for node in nodes})
+            if grain == "fleet"
+            else cluster_nodes.get(entity, [])
+        )
+        peers = [row for row, key in enumerate(batch.keys) if key[0] == grain and key[2] == metric and key[1] != entity]
         peer_effect = math.nan
         if peers:
             before = sum(np.nansum(batch.numerators[row, start : change.index]) for row in peers)
@@ -241,17 +253,23 @@ def detect_regressions(
                 "top_factor_share": contributions[top] / total if top is not None and total else math.nan,
                 "coinciding_changes": json.dumps(coinciding_changes(rollouts, nodes, change_day)),
                 "peer_relative_effect": peer_effect,
-                "did_relative_effect": (1 + change.relative_effect) / (1 + peer_effect) - 1 if math.isfinite(peer_effect) else math.nan,
+                "did_relative_effect": (1 + change.relative_effect) / (1 + peer_effect) - 1
+                if math.isfinite(peer_effect)
+                else math.nan,
                 "detected_at": detected_at,
             }
         )
-    return pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(["grain", "entity_id", "change_date", "metric"], ignore_index=True)
+    return pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
+        ["grain", "entity_id", "change_date", "metric"], ignore_index=True
+    )
 
 
 def describe_regression(row: dict) -> str:
     """One line a person can act on."""
     rollouts = json.loads(row["coinciding_changes"] or "[]")
-    rollout = "; ".join(f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3])
+    rollout = "; ".join(
+        f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3]
+    )
     peers = (
         f", peers {row['peer_relative_effect']:+.1%} (diff-in-diff {row['did_relative_effect']:+.1%})"
         if row.get("peer_relative_effect") is not None and math.isfinite(row["peer_relative_effect"])

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from perf_assets.lib.paths import DataHome
 from probes.backends import hostname, select_backend
 from probes.gemm import run_gemm
 from probes.records import ProbeResult, landing_path, utc_now, write_jsonl
-
-from perf_assets.lib.paths import DataHome
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,8 @@ def run_local_gemm(
     node = node or hostname()
     started_at = utc_now()
     target = landing_path(home.landing, cluster, node, started_at)
-    result = run_gemm(dtype=dtype, size=size, iterations=iterations, backend=select_backend(backend), node=node, started_at=started_at)
+    result = run_gemm(
+        dtype=dtype, size=size, iterations=iterations, backend=select_backend(backend), node=node, started_at=started_at
+    )
     write_jsonl([result], target)
     return LandedProbe(target, result)

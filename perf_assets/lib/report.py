@@ -60,7 +60,12 @@ def summary(home: DataHome) -> str:
     fleet = _frame(home, FACTOR_SQL.format(label="'fleet'", table="fct_fleet_day"))
     clusters = _frame(home, FACTOR_SQL.format(label="cluster", table="fct_cluster_day"))
     found = _frame(home, "select * from regressions order by grain desc, entity_id, change_date, metric")
-    lines = ["Fleet goodput (capacity lens, dense BF16 peak):", *goodput_lines(fleet), "Per cluster:", *goodput_lines(clusters)]
+    lines = [
+        "Fleet goodput (capacity lens, dense BF16 peak):",
+        *goodput_lines(fleet),
+        "Per cluster:",
+        *goodput_lines(clusters),
+    ]
     confirmed = found[found["change_kind"] == "regression"] if not found.empty else found
     lines.append(f"Regressions found: {len(confirmed)} (and {len(found) - len(confirmed)} improvements)")
     lines.extend(f"  - {describe_regression(row)}" for row in confirmed.to_dict("records"))
@@ -76,6 +81,6 @@ def summary(home: DataHome) -> str:
                 f"rollout attribution {score['rollout_correct']}/{score['detected_labels']}"
             )
     lines.append(f"Alerts: {home.alerts_dir / 'alerts.jsonl'}")
-    lines.append(f"Published warehouse (read-only): {home.published_db}  ->  perfwh sql \"select * from fct_fleet_day\"")
+    lines.append(f'Published warehouse (read-only): {home.published_db}  ->  perfwh sql "select * from fct_fleet_day"')
     lines.append(f"Reports: {home.reports_dir}")
     return "\n".join(lines)

@@ -7,13 +7,14 @@ import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.alerts import append_new_alerts, build_alerts
-from perf_assets.lib.contracts import REGRESSIONS_TABLE
+from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
 from perf_assets.lib.warehouse import query_published
 
 
 @dg.asset(
     key="alert_outbox",
     group_name="alerts",
+    owners=[OWNER],
     kinds={"python", "json"},
     deps=[REGRESSIONS_TABLE],
     description="Appends each new regression (grouped per entity and change day) once to alerts/alerts.jsonl.",
@@ -21,7 +22,9 @@ from perf_assets.lib.warehouse import query_published
 def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
     home = perfwh.home()
     columns, rows = query_published(home, f"select * from {REGRESSIONS_TABLE}")
-    batch = append_new_alerts(home.alerts_dir, build_alerts(pd.DataFrame(rows, columns=columns)), datetime.now(timezone.utc).isoformat())
+    batch = append_new_alerts(
+        home.alerts_dir, build_alerts(pd.DataFrame(rows, columns=columns)), datetime.now(timezone.utc).isoformat()
+    )
     for alert in batch.appended:
         context.log.warning(f"ALERT {alert['alert_id']}: {alert['summary']}")
     return dg.MaterializeResult(

@@ -6,7 +6,7 @@ import dagster as dg
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
-from perf_assets.lib.contracts import REGRESSIONS_TABLE, WRITER_POOL
+from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE, WRITER_POOL
 from perf_assets.lib.detection import REGRESSION_COLUMNS, describe_regression, detect_regressions, regressions_ddl
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
@@ -24,6 +24,7 @@ class DetectionConfig(dg.Config):
 @dg.asset(
     key=REGRESSIONS_TABLE,
     group_name="detection",
+    owners=[OWNER],
     kinds={"duckdb", "python"},
     pool=WRITER_POOL,
     deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus"],
@@ -53,7 +54,9 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             found = detect_regressions(metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc))
             connection.register("found", found)
             connection.execute(regressions_ddl(f"main.{REGRESSIONS_TABLE}"))
-            connection.execute(f"insert into main.{REGRESSIONS_TABLE} select {', '.join(REGRESSION_COLUMNS)} from found")
+            connection.execute(
+                f"insert into main.{REGRESSIONS_TABLE} select {', '.join(REGRESSION_COLUMNS)} from found"
+            )
             connection.unregister("found")
         finally:
             connection.close()
@@ -66,6 +69,8 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             "dagster/row_count": dg.MetadataValue.int(len(found)),
             "regressions": dg.MetadataValue.int(len(confirmed)),
             "improvements": dg.MetadataValue.int(len(found) - len(confirmed)),
-            "summary": dg.MetadataValue.md("\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"),
+            "summary": dg.MetadataValue.md(
+                "\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"
+            ),
         }
     )

@@ -6,7 +6,7 @@ import dagster as dg
 import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
-from perf_assets.lib.contracts import REGRESSIONS_TABLE
+from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
 from perf_assets.lib.evaluation import evaluate, load_labels
 from perf_assets.lib.warehouse import query_published
 
@@ -14,6 +14,7 @@ from perf_assets.lib.warehouse import query_published
 @dg.asset(
     key="detection_evaluation",
     group_name="evaluation",
+    owners=[OWNER],
     kinds={"python", "json"},
     deps=[REGRESSIONS_TABLE],
     description="Recall, precision and attribution accuracy of `regressions` against landing/labels.json; written to reports/evaluation.json.",

@@ -6,11 +6,12 @@ import dagster as dg
 import duckdb
 
 from perf_assets.defs.resources import PerfwhHome
-from perf_assets.lib.contracts import RAW_TABLES
+from perf_assets.lib.contracts import OWNER, RAW_TABLES
 from perf_assets.lib.ingest import ingest
 from perf_assets.lib.ingest.lake import table_glob
 
 MANIFEST_KEY = dg.AssetKey("raw_ingest_manifest")
+
 
 def _raw_specs() -> list[dg.AssetSpec]:
     """Built in a function: a module-level AssetSpec would be autoloaded as a second definition."""
@@ -18,6 +19,7 @@ def _raw_specs() -> list[dg.AssetSpec]:
         dg.AssetSpec(
             key=table.name,
             group_name="raw",
+            owners=[OWNER],
             description=f"{table.description} Parquet under lake/raw/{table.name}/, natural key ({', '.join(table.natural_key)}).",
             kinds={"parquet", "python"},
             metadata={"natural_key": ", ".join(table.natural_key)},
@@ -27,6 +29,7 @@ def _raw_specs() -> list[dg.AssetSpec]:
         dg.AssetSpec(
             key=MANIFEST_KEY,
             group_name="raw",
+            owners=[OWNER],
             description="Ingest manifest: one row per landed file and parser version (sha256, rows, status, reason).",
             kinds={"parquet", "python"},
         )

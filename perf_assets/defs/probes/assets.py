@@ -8,6 +8,7 @@ It is not part of the build job: it has its own schedule, so builds stay reprodu
 import dagster as dg
 
 from perf_assets.defs.resources import PerfwhHome
+from perf_assets.lib.contracts import OWNER
 from perf_assets.lib.probe_runs import run_local_gemm
 
 
@@ -20,16 +21,21 @@ class LocalProbeConfig(dg.Config):
 @dg.asset(
     key="local_gemm_probe",
     group_name="probes",
+    owners=[OWNER],
     kinds={"python", "pytorch"},
     description=(
         "GEMM throughput of this host's first device with a 95% CI, throttle class and verdict against "
         "the SKU's dense peak (CPU fallback says so); lands JSON lines under landing/probe_results/."
     ),
 )
-def local_gemm_probe(context: dg.AssetExecutionContext, config: LocalProbeConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
+def local_gemm_probe(
+    context: dg.AssetExecutionContext, config: LocalProbeConfig, perfwh: PerfwhHome
+) -> dg.MaterializeResult:
     landed = run_local_gemm(perfwh.home(), cluster=config.cluster, dtype=config.dtype, backend=config.backend)
     result = landed.result
-    context.log.info(f"{result.metric} = {result.value} {result.unit} on {result.device_kind}: {result.status} {result.reason or ''}")
+    context.log.info(
+        f"{result.metric} = {result.value} {result.unit} on {result.device_kind}: {result.status} {result.reason or ''}"
+    )
     metadata = {
         "landed_file": dg.MetadataValue.path(str(landed.path)),
         "metric": dg.MetadataValue.text(result.metric),

@@ -55,7 +55,9 @@ def _files(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     found: list[tuple[Path, Path | None]] = []
     for path in paths:
         if path.is_dir():
-            found.extend((child, path) for child in sorted(path.rglob("*")) if child.is_file() and not child.name.startswith("."))
+            found.extend(
+                (child, path) for child in sorted(path.rglob("*")) if child.is_file() and not child.name.startswith(".")
+            )
         elif path.is_file():
             found.append((path, None))
         else:
@@ -90,7 +92,9 @@ def deliver(
                 continue
         file_source = source or sniff_source(path)
         if file_source is None:
-            problems.append(f"{path}: cannot tell which source this is; pass --source ({', '.join(sorted(RAW_TABLES))})")
+            problems.append(
+                f"{path}: cannot tell which source this is; pass --source ({', '.join(sorted(RAW_TABLES))})"
+            )
             continue
         capture_day = day or datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).date().isoformat()
         target = landing / file_source / (cluster or "default") / capture_day / path.name

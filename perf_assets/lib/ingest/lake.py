@@ -28,7 +28,9 @@ def write_parquet_atomic(table: pa.Table, destination: Path) -> None:
 
 def ensure_schema_files(lake_raw: Path, manifest_dir: Path) -> None:
     """A zero-row file per raw table (and the manifest), so dbt can read them before data lands."""
-    targets = [(lake_raw / table.name / "_schema" / "empty.parquet", table.full_schema) for table in RAW_TABLES.values()]
+    targets = [
+        (lake_raw / table.name / "_schema" / "empty.parquet", table.full_schema) for table in RAW_TABLES.values()
+    ]
     targets.append((manifest_dir / "_schema.parquet", MANIFEST_SCHEMA))
     for target, schema in targets:
         if not target.exists():

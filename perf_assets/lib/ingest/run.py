@@ -73,7 +73,9 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
     fmt = find_format(landed)
     versions = seen.get((landed.sha256, landed.relative_path), set())
     if not force and (fmt.parser_version if fmt else 0) in versions:
-        return IngestOutcome(landed.relative_path, landed.source, fmt.name if fmt else None, 0, "already_ingested", None)
+        return IngestOutcome(
+            landed.relative_path, landed.source, fmt.name if fmt else None, 0, "already_ingested", None
+        )
     if fmt is None:
         reason = f"no parser for source {landed.source!r} and file {landed.path.name!r}"
         entry = _entry(landed, fmt=None, rows=0, status="skipped", reason=reason)
@@ -87,7 +89,9 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
         except QuarantineError as error:
             entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=str(error))
         except Exception as error:  # a parser bug must not stop the batch: quarantine with the cause
-            entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=f"parser error: {type(error).__name__}: {error}")
+            entry = _entry(
+                landed, fmt=fmt, rows=0, status="quarantined", reason=f"parser error: {type(error).__name__}: {error}"
+            )
     write_entry(home.manifest_dir, entry)
     seen.setdefault((landed.sha256, landed.relative_path), set()).add(entry.parser_version or 0)
     return IngestOutcome(entry.path, entry.source, entry.format, entry.rows, entry.status, entry.reason)

@@ -202,8 +202,11 @@ class _ClusterSim:
         total_steps = max(10, int((duration - 400.0) / per_step))
         worst = math.prod(factor for _, factor in self.slowdowns) * math.exp(4 * mix.step_noise_sigma)
         prologue = sum(b for _, b in (mix.startup_s, mix.device_init_s, mix.training_prep_s, mix.ckpt_restore_s))
-        estimate = prologue + mix.first_batch_s[1] + mix.teardown_s[1] + total_steps * (
-            step_time * worst + mix.ckpt_save_s[1] / ckpt_every + mix.eval_s[1] / eval_every
+        estimate = (
+            prologue
+            + mix.first_batch_s[1]
+            + mix.teardown_s[1]
+            + total_steps * (step_time * worst + mix.ckpt_save_s[1] / ckpt_every + mix.eval_s[1] / eval_every)
         )
         owner, user = mix.owners[int(rng.integers(len(mix.owners)))]
         names, weights = zip(*mix.workloads)
@@ -301,9 +304,7 @@ class _ClusterSim:
     def start(self, attempt: Attempt, nodes: tuple[str, ...], now: int) -> None:
         job = attempt.job
         self.queue.remove(attempt)
-        timeline = build_timeline(
-            job.plan, attempt.attempt, now, job.ckpt_step + 1, self.slowdowns, self.mix, self.rng
-        )
+        timeline = build_timeline(job.plan, attempt.attempt, now, job.ckpt_step + 1, self.slowdowns, self.mix, self.rng)
         if timeline.alloc_end > now + job.time_limit_s:
             raise AssertionError(f"{job.job_id}: planned run exceeds its time limit; widen the estimate")
         attempt.start, attempt.nodes, attempt.state, attempt.timeline = now, nodes, "RUNNING", timeline

@@ -78,7 +78,9 @@ def parse_json_records(spec: JsonRecordSpec, landed: LandedFile) -> pa.Table:
             raise QuarantineError(f"line {line_number}: missing required field(s) {', '.join(missing)}")
         for name, allowed in spec.allowed.items():
             if row.get(name) not in allowed:
-                raise QuarantineError(f"line {line_number}: {name} {row.get(name)!r} is not one of {', '.join(allowed)}")
+                raise QuarantineError(
+                    f"line {line_number}: {name} {row.get(name)!r} is not one of {', '.join(allowed)}"
+                )
         for column in schema:
             value = row.get(column.name)
             if column.type == TS:

@@ -42,7 +42,9 @@ def parse_prometheus_range(landed: LandedFile) -> pa.Table:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise QuarantineError(f"invalid JSON ({error})") from None
     if not isinstance(document, dict) or document.get("status") != "success":
-        raise QuarantineError(f"status is {document.get('status') if isinstance(document, dict) else None!r}, not 'success'")
+        raise QuarantineError(
+            f"status is {document.get('status') if isinstance(document, dict) else None!r}, not 'success'"
+        )
     data = document.get("data") or {}
     if data.get("resultType") != "matrix":
         raise QuarantineError(f"resultType {data.get('resultType')!r}, expected 'matrix' (a range query)")
@@ -78,7 +80,9 @@ def parse_prometheus_range(landed: LandedFile) -> pa.Table:
         columns["labels_json"].extend([labels_json] * count)
     if not columns["ts"]:
         raise QuarantineError(
-            f"no attributable samples ({unattributed} series without host and GPU labels)" if unattributed else "no samples"
+            f"no attributable samples ({unattributed} series without host and GPU labels)"
+            if unattributed
+            else "no samples"
         )
     count = len(columns["ts"])
     columns["cluster"] = [landed.cluster] * count
