@@ -37,7 +37,7 @@ run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-validate: manifest
+validate: manifest $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
 ui: manifest $(DAGSTER_HOME)/dagster.yaml
