@@ -70,7 +70,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     home = _home(args)
     started = time.perf_counter()
-    ok = build(home, selection=args.select)
+    ok = build(home, selection=args.select, log_level=args.log_level)
     print(f"build {'succeeded' if ok else 'FAILED'} in {time.perf_counter() - started:.1f} s (data: {home.root})")
     if ok and not args.quiet:
         print(summary(home))
@@ -198,6 +198,12 @@ def parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--select", default=None, help="Dagster asset selection (default: everything)")
     build.add_argument("--quiet", action="store_true", help="do not print the summary")
+    build.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="Dagster run log level (default INFO)",
+    )
 
     command("detect", "re-run change-point detection, alerts and evaluation on the current warehouse", cmd_detect)
     command("report", "print (and write reports/summary.txt) goodput, factors, regressions and evaluation", cmd_report)

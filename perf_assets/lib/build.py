@@ -47,7 +47,9 @@ def _instance():
     return dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
 
 
-def build(home: DataHome, selection: str | None = None, lock_timeout_s: float = 3600.0) -> bool:
+def build(
+    home: DataHome, selection: str | None = None, lock_timeout_s: float = 3600.0, log_level: str = "INFO"
+) -> bool:
     """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded."""
     os.environ["PERFWH_HOME"] = str(home.root)
     home.ensure()

@@ -266,6 +266,7 @@ def detect_regressions(
 
 def describe_regression(row: dict) -> str:
     """One line a person can act on."""
+    where = "the fleet" if row["grain"] == "fleet" else f"{row['grain']} {row['entity_id']}"
     rollouts = json.loads(row["coinciding_changes"] or "[]")
     rollout = "; ".join(
         f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3]
@@ -276,7 +277,7 @@ def describe_regression(row: dict) -> str:
         else ""
     )
     return (
-        f"{row['change_kind']}: {row['metric']} of {row['grain']} {row['entity_id']} from {row['change_date']}: "
+        f"{row['change_kind']}: {row['metric']} of {where} from {row['change_date']}: "
         f"{row['before_level']:.4f} → {row['after_level']:.4f} ({row['relative_effect']:+.1%}, "
         f"95% CI {row['ci_low']:+.1%} to {row['ci_high']:+.1%}, p={row['p_value']:.3g}, "
         f"n={row['n_before']}+{row['n_after']} days); factor: {row['top_factor']}{peers}"
