@@ -160,3 +160,39 @@ def test_nodelists_tres_and_dcgm_values():
     assert sample_value("NaN") is None and sample_value("+Inf") is None
     assert sample_value("9223372036854775794") is None  # DCGM blank sentinel: unknown, not a value
     assert sample_value("97") == 97.0
+
+
+def test_the_fast_path_reads_clean_files_exactly_as_the_checked_path(small_fleet):
+    from perf_assets.lib.ingest.formats.json_records import SPECS, _parse_line_by_line, _read_clean_json_lines
+    from perf_assets.lib.ingest.landing import describe
+
+    used = {}
+    for path in landed_files(small_fleet.landing):
+        landed = describe(small_fleet.landing, path)
+        if landed.source not in SPECS:
+            continue
+        fast = _read_clean_json_lines(SPECS[landed.source], landed)
+        if fast is not None:
+            assert fast.equals(_parse_line_by_line(SPECS[landed.source], landed)), landed.relative_path
+        used[landed.source] = used.get(landed.source, False) or fast is not None
+    assert used["step_events"] and used["node_events"] and used["job_meta"]
+
+
+def test_a_version_the_fast_path_cannot_prove_goes_to_the_checked_path(tmp_path):
+    home = data_home(tmp_path).ensure()
+    landed = home.landing / "step_events" / "alpha" / "2026-11-01" / "steps.jsonl"
+    landed.parent.mkdir(parents=True)
+    line = {
+        "version": 1,
+        "job_id": "j1",
+        "attempt": 1,
+        "rank": 0,
+        "event": "step_start",
+        "step": 1,
+        "ts": "2026-11-01T00:00:00Z",
+    }
+    landed.write_text(json.dumps(line) + "\n" + json.dumps(line | {"version": 2, "step": 2}) + "\n")
+
+    (outcome,) = ingest(home)
+
+    assert outcome.status == "quarantined" and outcome.reason == "line 2: version 2 not supported (supported: 1)"
