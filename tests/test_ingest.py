@@ -160,6 +160,8 @@ def test_nodelists_tres_and_dcgm_values():
     assert sample_value("NaN") is None and sample_value("+Inf") is None
     assert sample_value("9223372036854775794") is None  # DCGM blank sentinel: unknown, not a value
     assert sample_value("97") == 97.0
+    assert sample_value("140737488355330") is None  # DCGM FP64 blank (2**47 + 2)
+    assert sample_value("2500000000000000") == 2.5e15  # a large NVLink byte counter is a value, not a blank
 
 
 def test_the_fast_path_reads_clean_files_exactly_as_the_checked_path(small_fleet):

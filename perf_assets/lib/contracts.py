@@ -70,6 +70,9 @@ class RawTable:
     schema: pa.Schema  # without the lineage fields
     natural_key: tuple[str, ...]  # rows equal on these are one fact (staging keeps the first landed)
     description: str
+    # Landing folders whose parsers write this table when it is not landing/<source>/ itself (a table
+    # shared by several formats, e.g. raw_trace_events from kineto and nsys); () = fed by `source`.
+    fed_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -205,14 +208,38 @@ RAW_TABLES: dict[str, RawTable] = {
                 ("host", pa.string()),
                 ("gpu_uuid", pa.string()),
                 ("gpu_index", pa.int32()),
+                ("gpu_instance", pa.int32()),  # MIG GPU instance (GPU_I_ID, dcgmi `GPU-I n`); NULL: whole GPU
+                ("pci_bus_id", pa.string()),  # dddd:bb:dd.f, lower case
                 ("model_name", pa.string()),
                 ("field", pa.string()),
                 ("ts", TS),
                 ("value", pa.float64()),
                 ("labels_json", pa.string()),
             ),
+            natural_key=("host", "gpu_uuid", "gpu_index", "gpu_instance", "field", "ts"),
+            description=(
+                "DCGM field samples (Prometheus range-query JSON, dcgm-exporter text, dcgmi dmon); "
+                "NaN and DCGM blank sentinels are NULL."
+            ),
+        ),
+        RawTable(
+            source="nvidia_smi",
+            schema=_schema(
+                ("cluster", pa.string()),
+                ("host", pa.string()),
+                ("gpu_uuid", pa.string()),  # GPU-<uuid>; NULL when masked (all zeros) or absent
+                ("gpu_index", pa.int32()),
+                ("pci_bus_id", pa.string()),  # dddd:bb:dd.f, lower case
+                ("model_name", pa.string()),
+                ("field", pa.string()),  # query field (utilization.gpu), dmon.<column> or exporter metric name
+                ("ts", TS),
+                ("value", pa.float64()),  # NULL for [N/A], [Not Supported], ... and for text
+                ("unit", pa.string()),
+                ("text_value", pa.string()),  # non-numeric values as written (hex bitmasks also in value)
+                ("section", pa.string()),  # query-gpu | dmon | exporter, with the bundle phase (idle/load)
+            ),
             natural_key=("host", "gpu_uuid", "gpu_index", "field", "ts"),
-            description="DCGM field samples (Prometheus range-query JSON); NaN and DCGM blank sentinels are NULL.",
+            description="nvidia-smi samples (--query-gpu CSV, capture bundles, nvidia_gpu_exporter text), long format.",
         ),
         RawTable(
             source="probe_results",
@@ -243,8 +270,172 @@ RAW_TABLES: dict[str, RawTable] = {
             natural_key=("run_id", "gpu_uuid", "probe", "metric"),
             description="Probe results, one row per (run, GPU, probe, metric), with uncertainty and verdict.",
         ),
+        # Traces (docs/formats/traces.md): one canonical pair of tables written by the kineto and nsys parsers.
+        RawTable(
+            source="trace_events",
+            fed_by=("kineto", "nsys"),
+            schema=_schema(
+                ("capture_id", pa.string()),
+                ("trace_format", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("rank", pa.int32()),
+                ("device_index", pa.int32()),
+                ("stream", pa.int64()),
+                ("category", pa.string()),  # kernel|memcpy|memset|sync|runtime|annotation|range_profiler
+                ("kernel_type", pa.string()),  # compute|communication|memory for GPU activities, else NULL
+                ("name", pa.string()),
+                ("start_ns", pa.int64()),
+                ("end_ns", pa.int64()),
+                ("dur_ns", pa.int64()),
+                ("time_absolute", pa.bool_()),  # false: ns relative to the trace's own zero
+                ("correlation_id", pa.int64()),
+                ("in_breakdown", pa.bool_()),
+                ("collective_name", pa.string()),
+                ("process_group_name", pa.string()),
+                ("group_size", pa.int32()),
+                ("in_msg_nelems", pa.int64()),
+                ("out_msg_nelems", pa.int64()),
+                ("msg_dtype", pa.string()),
+                ("bytes", pa.int64()),
+                ("event_seq", pa.int64()),
+                ("args_json", pa.string()),
+            ),
+            natural_key=("capture_id", "event_seq"),
+            description="GPU activities, runtime calls and annotations of profiler traces (Kineto JSON, nsys SQLite).",
+        ),
+        RawTable(
+            source="trace_rank_breakdowns",
+            fed_by=("kineto", "nsys"),
+            schema=_schema(
+                ("capture_id", pa.string()),
+                ("trace_format", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("rank", pa.int32()),
+                ("rank_source", pa.string()),  # trace | path | NULL
+                ("world_size", pa.int32()),
+                ("device_index", pa.int32()),
+                ("device_name", pa.string()),
+                ("device_uuid", pa.string()),
+                ("captured_at", TS),
+                ("time_base", pa.string()),
+                ("time_absolute", pa.bool_()),
+                ("span_start_ns", pa.int64()),
+                ("span_end_ns", pa.int64()),
+                ("span_ns", pa.int64()),
+                ("busy_ns", pa.int64()),
+                ("idle_ns", pa.int64()),
+                ("compute_ns", pa.int64()),
+                ("non_compute_ns", pa.int64()),
+                ("communication_ns", pa.int64()),
+                ("comm_compute_overlap_ns", pa.int64()),
+                ("idle_share", pa.float64()),
+                ("compute_share", pa.float64()),
+                ("non_compute_share", pa.float64()),
+                ("comm_overlap_share", pa.float64()),
+                ("kernel_count", pa.int64()),
+                ("kernel_time_ns", pa.int64()),
+                ("communication_kernel_count", pa.int64()),
+                ("activities_excluded", pa.int64()),
+                ("note", pa.string()),
+            ),
+            natural_key=("capture_id", "rank", "device_index"),
+            description="HTA temporal breakdown and comm/compute overlap per trace rank and device, computed at ingest.",
+        ),
+        # Benchmarks (docs/formats/benchmarks.md): nccl-tests logs and MLPerf :::MLLOG result logs.
+        RawTable(
+            source="nccl_tests",
+            schema=_schema(
+                ("cluster", pa.string()),
+                ("host", pa.string()),  # from the file name: where the log was written
+                ("job_id", pa.string()),
+                ("captured_at", TS),  # from the file name; the format has no time of its own
+                ("run_id", pa.string()),
+                ("run_index", pa.int32()),  # position of the test in the file (several back to back)
+                ("test_name", pa.string()),  # all_reduce_perf; NULL when not printed
+                ("op", pa.string()),  # all_reduce
+                ("op_source", pa.string()),  # header | inferred (from the table's shape) | NULL
+                ("nccl_tests_version", pa.string()),
+                ("nccl_version", pa.string()),  # from nccl-library=22902 -> 2.29.2
+                ("n_threads", pa.int32()),
+                ("n_gpus", pa.int32()),  # per process
+                ("min_bytes", pa.int64()),
+                ("max_bytes", pa.int64()),
+                ("max_bytes_reduced_to", pa.int64()),  # "Reducing maxBytes to ..." notice
+                ("step", pa.string()),  # 2(factor) | 1048576(bytes)
+                ("warmup_iters", pa.int32()),
+                ("iters", pa.int32()),
+                ("agg_iters", pa.int32()),
+                ("validation", pa.int32()),
+                ("graph", pa.int32()),
+                ("n_ranks", pa.int32()),
+                ("n_hosts", pa.int32()),
+                ("hosts", pa.list_(pa.string())),
+                ("gpu_name", pa.string()),  # when every rank names the same GPU
+                ("rank_map_json", pa.string()),  # [{rank, group, pid, host, device, bus, bus_id, gpu}]
+                ("avg_bus_bandwidth_gbps", pa.float64()),  # the trailer; NULL when the run stopped before it
+                ("out_of_bounds_values", pa.int64()),
+                ("status", pa.string()),  # ok | failed
+                ("error_text", pa.string()),
+                ("nccl_debug_lines", pa.int32()),  # NCCL INFO/WARN lines interleaved, skipped (counted)
+                ("other_lines", pa.int32()),  # lines no rule reads, skipped (counted)
+                ("placement", pa.string()),  # out_of_place | in_place; NULL on a run without rows
+                ("size_bytes", pa.int64()),
+                ("count_elements", pa.int64()),
+                ("data_type", pa.string()),
+                ("redop", pa.string()),
+                ("root", pa.int32()),
+                ("time_us", pa.float64()),
+                ("algbw_gbps", pa.float64()),
+                ("busbw_gbps", pa.float64()),
+                ("wrong", pa.int64()),  # NULL for N/A (no validation)
+            ),
+            natural_key=("run_id", "placement", "size_bytes", "data_type", "redop", "root"),
+            description="nccl-tests results: one row per (test run, size, type, redop, root, placement); failed runs kept.",
+        ),
+        RawTable(
+            source="mlperf_events",
+            fed_by=("mlperf",),
+            schema=_schema(
+                ("cluster", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("run_id", pa.string()),  # from benchmark, submitter, platform and the first init_start time
+                ("event_id", pa.string()),  # hash of (namespace, event_type, key, value, metadata)
+                ("event_index", pa.int32()),  # order of first appearance
+                ("line_number", pa.int32()),  # line of first appearance in the file
+                ("namespace", pa.string()),
+                ("event_type", pa.string()),  # POINT_IN_TIME | INTERVAL_START | INTERVAL_END
+                ("key", pa.string()),
+                ("value_json", pa.string()),
+                ("value_num", pa.float64()),  # when the value is a number
+                ("time_ms", pa.int64()),  # earliest copy, epoch ms as logged
+                ("ts", TS),  # earliest copy
+                ("ts_last", TS),  # latest copy (rank skew)
+                ("metadata_json", pa.string()),
+                ("epoch_num", pa.float64()),
+                ("step", pa.int64()),
+                ("samples_count", pa.int64()),
+                ("status", pa.string()),  # metadata.status (run_stop: success | aborted)
+                ("duplicate_count", pa.int32()),  # copies of this event in the file (per-rank logging)
+                ("system_json", pa.string()),  # the run's :::SYSJSON
+                ("mllog_records", pa.int32()),  # :::MLLOG records read in the file, copies included
+                ("sysjson_lines", pa.int32()),
+                ("other_lines", pa.int32()),  # non-MLLOG lines ignored (counted)
+                ("prefixed_lines", pa.int32()),  # MLLOG lines with an srun --label or other prefix
+            ),
+            natural_key=("run_id", "event_id"),
+            description="MLPerf :::MLLOG events, one row per distinct event of a run (per-rank copies counted).",
+        ),
     ]
 }
+
+
+def landing_sources() -> set[str]:
+    """Every landing folder some raw table is fed from."""
+    return {source for table in RAW_TABLES.values() for source in (table.fed_by or (table.source,))}
+
 
 MANIFEST_SCHEMA = _schema(
     ("file_id", pa.string()),

@@ -1,3 +1,5 @@
+-- DCGM samples (range JSON, dcgm-exporter text, dcgmi dmon), one row per natural key; gpu_instance is
+-- the MIG instance (NULL: the whole GPU).
 with
 
 source as (
@@ -11,6 +13,8 @@ renamed as (
         host as node,
         gpu_uuid,
         gpu_index,
+        gpu_instance,
+        pci_bus_id,
         landed_file_id,
         ----------  strings
         model_name,
@@ -20,7 +24,7 @@ renamed as (
         ----------  timestamps
         ts as sampled_at
     from source
-    {{ dedupe_on(['host', 'gpu_uuid', 'gpu_index', 'field', 'ts']) }}
+    {{ dedupe_on(['host', 'gpu_uuid', 'gpu_index', 'gpu_instance', 'field', 'ts']) }}
 )
 
 select * from renamed

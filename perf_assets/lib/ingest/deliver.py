@@ -7,7 +7,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perf_assets.lib.contracts import RAW_TABLES
+from perf_assets.lib.contracts import landing_sources
 from perf_assets.lib.ingest.landing import sha256_of
 from perf_assets.lib.paths import DataHome
 
@@ -30,6 +30,10 @@ def sniff_source(path: Path) -> str | None:
         head = handle.read(65536)
     if b'"resultType"' in head:
         return "dcgm"
+    if head.startswith(b"SQLite format 3\x00"):
+        return "nsys"
+    if head.startswith(b"\x1f\x8b") or b'"traceEvents"' in head:
+        return "kineto"
     first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
     if "|" in first_line and "JobID" in first_line.split("|"):
         return "sacct"
@@ -74,8 +78,8 @@ def deliver(
     day: str | None = None,
 ) -> tuple[list[Path], list[str]]:
     """Land files: those already under landing/ stay; others are copied. Returns (landed, problems)."""
-    if source is not None and source not in RAW_TABLES:
-        raise ValueError(f"unknown source {source!r}; known: {', '.join(sorted(RAW_TABLES))}")
+    if source is not None and source not in landing_sources():
+        raise ValueError(f"unknown source {source!r}; known: {', '.join(sorted(landing_sources()))}")
     landing = home.landing.resolve()
     landed: list[Path] = []
     problems: list[str] = []
@@ -86,14 +90,14 @@ def deliver(
             continue
         if given_under is not None and given_under.resolve() != path.parent.resolve():
             relative = path.resolve().relative_to(given_under.resolve())
-            if relative.parts[0] in RAW_TABLES and len(relative.parts) >= 2:  # a landing-shaped tree
+            if relative.parts[0] in landing_sources() and len(relative.parts) >= 2:  # a landing-shaped tree
                 target = landing / relative
                 landed.append(_copy(path, target))
                 continue
         file_source = source or sniff_source(path)
         if file_source is None:
             problems.append(
-                f"{path}: cannot tell which source this is; pass --source ({', '.join(sorted(RAW_TABLES))})"
+                f"{path}: cannot tell which source this is; pass --source ({', '.join(sorted(landing_sources()))})"
             )
             continue
         capture_day = day or datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).date().isoformat()

@@ -81,10 +81,15 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
         entry = _entry(landed, fmt=None, rows=0, status="skipped", reason=reason)
     else:
         try:
-            rows = fmt.parse(landed)
-            written = write_landed_rows(home.lake_raw, raw_table(fmt.source), landed.file_id, rows)
-            dropped = int((rows.schema.metadata or {}).get(b"unattributed_series", b"0"))
+            parsed = fmt.parse(landed)  # one table, or several keyed by RAW_TABLES key (traces)
+            tables = parsed if isinstance(parsed, dict) else {fmt.source: parsed}
+            written = sum(
+                write_landed_rows(home.lake_raw, raw_table(key), landed.file_id, rows) for key, rows in tables.items()
+            )
+            metadata = {k: v for rows in tables.values() for k, v in (rows.schema.metadata or {}).items()}
+            dropped = int(metadata.get(b"unattributed_series", b"0"))
             note = f"{dropped} series without host/GPU labels not ingested" if dropped else None
+            note = note or (metadata[b"ingest_note"].decode() if b"ingest_note" in metadata else None)
             entry = _entry(landed, fmt=fmt, rows=written, status="ok", reason=note)
         except QuarantineError as error:
             entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=str(error))

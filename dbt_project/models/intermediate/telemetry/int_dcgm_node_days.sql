@@ -1,10 +1,11 @@
 -- DCGM companions per node and day: sums and counts of known samples (NULL samples, e.g. while
--- a node is down or profiling is paused, are unknown and not counted).
+-- a node is down or profiling is paused, are unknown and not counted). Whole GPUs only: a MIG
+-- instance's ratios are relative to the instance (gpu_instance is NULL for a whole GPU).
 with
 
 samples as (
     select * from {{ ref('stg_dcgm__samples') }}
-    where value is not null
+    where value is not null and gpu_instance is null
 ),
 
 final as (
