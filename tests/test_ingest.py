@@ -198,3 +198,31 @@ def test_a_version_the_fast_path_cannot_prove_goes_to_the_checked_path(tmp_path)
     (outcome,) = ingest(home)
 
     assert outcome.status == "quarantined" and outcome.reason == "line 2: version 2 not supported (supported: 1)"
+
+
+SAMPLE_SOURCES = {
+    "dcgm_exporter": "dcgm",
+    "kineto": "kineto",
+    "mlperf_mllog": "mlperf",
+    "nccl_tests": "nccl_tests",
+    "nsys_sqlite": "nsys",
+    "nvidia_smi": "nvidia_smi",
+}
+NOT_SNIFFED = {
+    "dcgm_exporter_dcp-metrics-included.csv",  # reference catalogues, not exports
+    "dcgm_exporter_default-counters.csv",
+    "slyme_sacct_parallel_parsable2_noheader.out",  # no header: needs --source sacct and its format sidecar
+}
+
+
+def test_perfwh_ingest_tells_every_sample_export_by_its_content(samples):
+    from perf_assets.lib.ingest.deliver import sniff_source
+
+    checked = 0
+    for path in sorted(samples.rglob("*")):
+        if not path.is_file() or path.name == "SOURCES.md":
+            continue
+        expected = None if path.name in NOT_SNIFFED else SAMPLE_SOURCES[path.parent.name]
+        assert sniff_source(path) == expected, path.name
+        checked += 1
+    assert checked >= 25

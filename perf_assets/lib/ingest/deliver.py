@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perf_assets.lib.contracts import landing_sources
+from perf_assets.lib.ingest.formats.dcgmi_dmon import looks_like_dmon
+from perf_assets.lib.ingest.formats.nvidia_smi_bundle import looks_like_bundle
 from perf_assets.lib.ingest.landing import sha256_of
 from perf_assets.lib.paths import DataHome
 
@@ -37,6 +39,19 @@ def sniff_source(path: Path) -> str | None:
     first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
     if "|" in first_line and "JobID" in first_line.split("|"):
         return "sacct"
+    text = head.decode("utf-8", "replace")
+    if ":::MLLOG" in text:
+        return "mlperf"
+    if "# nThread" in text or "_perf" in text and ("busbw" in text or "NCCL" in text):
+        return "nccl_tests"
+    if "DCGM_FI_" in text and ("# TYPE" in text or "{" in text):
+        return "dcgm"
+    if looks_like_dmon(head):
+        return "dcgm"  # dcgmi dmon
+    if looks_like_bundle(head) or first_line.startswith(("timestamp, ", "name, ", "index, ", "uuid, ")):
+        return "nvidia_smi"
+    if "nvidia_smi_" in text and "# TYPE" in text:
+        return "nvidia_smi"  # nvidia_gpu_exporter text
     if head.lstrip()[:1] in (b"{", b"["):
         try:
             first = json.loads(first_line)
