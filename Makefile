@@ -7,7 +7,7 @@ export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
-.PHONY: run test ui manifest validate bench lint clean-data help
+.PHONY: run test ui manifest validate bench bench-traces hta-reference lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
@@ -16,6 +16,7 @@ help:
 	@echo "make validate  dagster definitions validate -w workspace.yaml"
 	@echo "make lint      ruff check and format check"
 	@echo "make bench     benchmarks under bench/ (ratios against a baseline measured in the same run)"
+	@echo "make bench-traces / hta-reference   Kineto loading vs HTA; HTA's figures for the agreement tests"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +51,19 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_changepoint.py
 	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_dcgm.py
+
+# Trace benchmarks need Holistic Trace Analysis in its own venv (never the project's).
+HTA_VENV ?= /tmp/hta-venv
+$(HTA_VENV)/bin/python:
+	$(PYTHON) -m venv $(HTA_VENV)
+	$(HTA_VENV)/bin/python -m pip install -q HolisticTraceAnalysis==0.5.0
+
+bench-traces: $(STAMP) $(HTA_VENV)/bin/python
+	PERFWH_HTA_PYTHON=$(HTA_VENV)/bin/python $(BIN)/python bench/bench_traces.py
+
+hta-reference: $(HTA_VENV)/bin/python
+	$(HTA_VENV)/bin/python bench/hta_agreement.py --out bench/hta_reference.json
 
 clean-data:
 	rm -rf data .dagster_home

@@ -64,6 +64,21 @@ def cmd_reingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    from perf_assets.lib.ingest.lake import CompactionPolicy
+    from perf_assets.lib.ingest.run import compact
+
+    policy = CompactionPolicy.from_env()
+    if args.min_files is not None:
+        policy = CompactionPolicy(min_files=args.min_files, target_bytes=policy.target_bytes)
+    since = date.fromisoformat(args.since) if args.since else None
+    done = compact(_home(args), table=args.table, since=since, policy=policy)
+    for result in done:
+        print(result.line())
+    print(f"compacted {len(done)} table-day(s)")
+    return 0
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from perf_assets.lib.build import build
     from perf_assets.lib.report import summary
@@ -149,6 +164,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from probes.cli import describe
 
     home = _home(args).ensure()
+    if args.all:
+        from perf_assets.lib.probe_runs import run_local_all
+        from probes.cli import table
+
+        path, results = run_local_all(
+            home, cluster=args.cluster, node=args.node, backend=args.backend, gemm_size=args.size, quick=args.quick
+        )
+        print(table(results))
+        for outcome in ingest(home, [path]):
+            print(outcome.line())
+        return 1 if any(r.status == "error" for r in results) else 0
     landed = run_local_gemm(
         home,
         cluster=args.cluster,
@@ -193,6 +219,13 @@ def parser() -> argparse.ArgumentParser:
     reingest.add_argument("--format", required=True, help="format name, e.g. sacct_parsable2")
     reingest.add_argument("--since", help="only files captured on or after this day, YYYY-MM-DD")
 
+    compact = command("compact", "merge each table-day's small raw Parquet files into a few files", cmd_compact)
+    compact.add_argument("--table", help="one raw table, e.g. raw_dcgm (default: all)")
+    compact.add_argument("--since", help="only event days on or after this day, YYYY-MM-DD")
+    compact.add_argument(
+        "--min-files", type=int, default=None, help="compact a day with more than this many small files (default 4)"
+    )
+
     build = command(
         "build", "ingest, build the warehouse, detect, alert and evaluate: all assets in one in-process run", cmd_build
     )
@@ -223,6 +256,8 @@ def parser() -> argparse.ArgumentParser:
         "--iterations", type=int, default=None, help="timed iterations (default: 50 on a GPU, 20 on the CPU)"
     )
     probe.add_argument("--backend", default="auto", help="auto, cuda, torch-cpu or numpy (default: auto)")
+    probe.add_argument("--all", action="store_true", help="the whole probe catalogue (docs/probes.md), one file")
+    probe.add_argument("--quick", action="store_true", help="with --all: tiny sizes (smoke test)")
 
     alerts = command("alerts", "list the alerts sent", cmd_alerts)
     alerts.add_argument("--json", action="store_true", help="one JSON object per alert")

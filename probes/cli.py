@@ -1,4 +1,5 @@
-"""``python -m probes gemm --out-dir LANDING_ROOT --cluster NAME``: run a probe, land its JSON lines.
+"""``python -m probes gemm --out-dir LANDING_ROOT --cluster NAME``: run a probe, land its JSON lines;
+``python -m probes run --all --out-dir LANDING_ROOT --cluster NAME``: the whole catalogue, one file.
 
 The file goes to ``landing_path(LANDING_ROOT, cluster, node, started_at)``, i.e.
 ``LANDING_ROOT/probe_results/<cluster>/<yyyy-mm-dd>/<node>__-__-__<ts>.jsonl``; point ``--out-dir`` at
@@ -44,7 +45,68 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", default="auto", choices=CHOICES, help="default: auto (CUDA, else torch CPU, else numpy)"
     )
     gemm.add_argument("--gpu-index", type=int, default=0, help="CUDA device index (default: 0)")
+    add_run_parser(commands)
     return parser
+
+
+def add_run_parser(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run the catalogue (--all) on one device and land one JSON-lines file",
+        description="Runs health (before/after), launch_latency, hbm_stream, host_device_copy, gemm and burn_soak "
+        "on one GPU (or the CPU: GPU-only probes write skipped rows) and lands every row in one file.",
+    )
+    run.add_argument("--all", action="store_true", required=True, help="the whole catalogue (the only selection now)")
+    run.add_argument("--out-dir", required=True, type=Path, help="landing root (the landing/ folder under PERFWH_HOME)")
+    run.add_argument("--cluster", required=True, help="cluster name (folder under probe_results/)")
+    run.add_argument("--node", default=None, help="node name (default: this host's short name)")
+    run.add_argument("--backend", default="auto", choices=CHOICES, help="default: auto")
+    run.add_argument("--gpu-index", type=int, default=0, help="CUDA device index (default: 0)")
+    run.add_argument("--gemm-dtype", default="bf16", choices=DTYPES, help="default: bf16")
+    run.add_argument("--gemm-size", type=int, default=None, help="default: 8192 on a GPU, 1024 on the CPU")
+    run.add_argument("--burn-seconds", type=float, default=None, help="default: 30 on a GPU, 2 on the CPU")
+    run.add_argument("--quick", action="store_true", help="tiny sizes and few iterations (smoke tests)")
+
+
+def table(results: Sequence[ProbeResult]) -> str:
+    """One line per row: probe, metric, value ± CI half-width, fraction of peak, throttle class, status."""
+    lines = []
+    for r in results:
+        if r.value is None:
+            figure = "NULL"
+        elif r.ci_low is not None and r.ci_high is not None:
+            figure = f"{r.value:.4g} [{r.ci_low:.4g}, {r.ci_high:.4g}]"
+        else:
+            figure = f"{r.value:.4g}"
+        frac = f"{r.fraction_of_peak:.1%}" if r.fraction_of_peak is not None else "-"
+        why = f"  ({r.reason})" if r.reason and r.status != "pass" else ""
+        lines.append(
+            f"{r.probe:<16} {r.metric:<32} {figure:>30} {r.unit:<9} {frac:>7} {r.throttle_class or '-':<14} {r.status}{why}"
+        )
+    return "\n".join(lines)
+
+
+def run_suite(args: argparse.Namespace) -> int:
+    from probes.common import new_run  # noqa: PLC0415 - keeps `gemm --help` light
+    from probes.suite import SuiteOptions, run_all  # noqa: PLC0415
+
+    node = args.node or hostname()
+    started_at = utc_now()
+    try:
+        target = landing_path(args.out_dir, args.cluster, node, started_at)
+        backend = select_backend(args.backend, args.gpu_index)
+    except (ValueError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    info = new_run(backend, node=node, started_at=started_at)
+    options = SuiteOptions(
+        gemm_dtype=args.gemm_dtype, gemm_size=args.gemm_size, burn_seconds=args.burn_seconds, quick=args.quick
+    )
+    results = run_all(info, options, log=lambda line: print(line, file=sys.stderr, flush=True))
+    write_jsonl(results, target)
+    print(target)
+    print(table(results))
+    return 1 if any(r.status == "error" for r in results) else 0
 
 
 def describe(result: ProbeResult) -> str:
@@ -64,6 +126,8 @@ def describe(result: ProbeResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return run_suite(args)
     node = args.node or hostname()
     started_at = utc_now()
     try:

@@ -271,7 +271,7 @@ def run_gemm(
     sampler = ReasonSampler(backend.gpu_uuid) if backend.device_kind == "cuda" and backend.backend == "torch" else None
     try:
         load = CpuLoad()
-        with load:
+        with load, sampler or contextlib.nullcontext():  # the sampler runs through the warm-up too
             if backend.backend == "numpy":
                 timing = time_numpy(ran_dtype, size, iterations, warmup_s, seed)
             else:
@@ -282,7 +282,7 @@ def run_gemm(
                     iterations,
                     warmup_s,
                     seed,
-                    window=(lambda: sampler) if sampler else contextlib.nullcontext,
+                    window=sampler.timed if sampler else contextlib.nullcontext,
                 )
         context.update(timing.context)
         context.update(load.summary())

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 FORMAT_VERSION = 1
 SOURCE = "probe_results"  # the landing folder
 DEVICE_KINDS = ("cuda", "cpu")
-STATUSES = ("pass", "fail", "error")
+STATUSES = ("pass", "fail", "error", "skipped")  # skipped: a GPU-only probe on a CPU, with the reason
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class ProbeResult:
     throttle_class: str | None
     peak: float | None
     fraction_of_peak: float | None
-    status: str  # pass | fail | error
+    status: str  # pass | fail | error | skipped
     reason: str | None
     started_at: datetime  # timezone-aware; written as UTC with Z
     context: dict[str, Any] = field(default_factory=dict)

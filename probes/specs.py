@@ -48,3 +48,14 @@ def peak_tflops(sku: str | None, dtype: str, path: Path | None = None) -> float 
     """Dense peak in TFLOP/s (the unit of the GEMM probe's value); None when unknown."""
     flops = peak_flops(sku, dtype, path)
     return None if flops is None else flops / 1e12
+
+
+def sku_value(sku: str | None, column: str, path: Path | None = None) -> float | None:
+    """A per-SKU column of the seed (the same on every dtype row: HBM, PCIe, NVLink bandwidth, TDP, ...);
+    None when the SKU or the value is unknown (never 0)."""
+    if sku is None:
+        return None
+    for (row_sku, _), row in sorted(sku_rows(path).items()):
+        if row_sku == sku and row.get(column):
+            return float(row[column])
+    return None

@@ -8,9 +8,11 @@ the summary (``NVMLError_LibraryNotFound`` on a machine without the driver).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Iterator, Sequence
 
 GPU_IDLE = 0x1
 APPLICATIONS_CLOCKS_SETTING = 0x2
@@ -40,15 +42,18 @@ def reason_names(mask: int) -> list[str]:
     return [name for bit, name in REASON_NAMES.items() if mask & bit]
 
 
-def classify(masks: Sequence[int]) -> str:
-    """The window's class from its samples in time order (first and last are the window's edges).
+def classify(masks: Sequence[int], timed: Sequence[int] | None = None) -> str:
+    """The window's class from its samples in time order.
 
-    thermal / hw_slowdown (defect class, DCGM's failure mask) > idle_in_window (GpuIdle inside the
-    window: the measurement is invalid) > app_clocks > power_capped (expected for a large GEMM) >
-    clean. No samples: "unknown".
+    ``masks`` are every sample (warm-up included: more samples make the defect classes sturdier);
+    ``timed`` are the samples of the timed window alone (default: ``masks``), whose first and last are
+    its edges. thermal / hw_slowdown (defect class, DCGM's failure mask, over every sample) >
+    idle_in_window (GpuIdle inside the timed window: the measurement is invalid) > app_clocks >
+    power_capped (expected for a large GEMM) > clean. No samples: "unknown".
     """
     if not masks:
         return UNKNOWN
+    timed = masks if timed is None else timed
     union = 0
     for mask in masks:
         union |= mask
@@ -56,7 +61,7 @@ def classify(masks: Sequence[int]) -> str:
         return "thermal"
     if union & (HW_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN):
         return "hw_slowdown"
-    if any(mask & GPU_IDLE for mask in masks[1:-1]):
+    if any(mask & GPU_IDLE for mask in timed[1:-1]):
         return "idle_in_window"
     if union & APPLICATIONS_CLOCKS_SETTING:
         return "app_clocks"
@@ -65,18 +70,32 @@ def classify(masks: Sequence[int]) -> str:
     return "clean"
 
 
+# cumulative violation-time counters (ns) of the defect reasons: robust to a sampling interval longer than an event
+VIOLATION_FIELDS = (269, 270, 271)  # NVML_FI_DEV_CLOCKS_EVENT_REASON_{SW_THERM,HW_THERM,HW_POWER_BRAKE}_SLOWDOWN
+
+
 class ReasonSampler:
-    """Context manager: samples clock-event reasons and the SM clock of one GPU (by UUID) every
-    ``interval_s`` while open. ``throttle_class`` and ``summary()`` afterwards."""
+    """Context manager: samples one GPU (by UUID) every ``interval_s`` while open: clock-event reasons,
+    SM and memory clocks, power, temperature, and the energy and violation counters at the edges.
+
+    Open it before the warm-up and wrap the timed loop in ``timed()``: the defect classes use every
+    sample, the idle check only the timed window's. ``throttle_class`` and ``summary()`` afterwards.
+    Every NVML call that fails leaves NULL (None) and the error class, never 0.
+    """
 
     def __init__(self, gpu_uuid: str, interval_s: float = 0.05):
         self.gpu_uuid = gpu_uuid
         self.interval_s = interval_s
         self.masks: list[int] = []
         self.sm_clocks_mhz: list[int] = []
+        self.mem_clocks_mhz: list[int] = []
+        self.power_w: list[float] = []
+        self.temp_c: list[int] = []
         self.available = False
         self.error: str | None = None
         self.driver: str | None = None
+        self.window: tuple[int, int | None] | None = None  # sample indices of the timed window
+        self._edges: dict[str, Any] = {}
         self._nvml: Any = None
         self._handle: Any = None
         self._stop = threading.Event()
@@ -104,6 +123,8 @@ class ReasonSampler:
             self.error = type(error).__name__
             self._shutdown()
             return self
+        self._edges["start"] = self._counters()
+        self._edges["start_s"] = time.perf_counter()
         self.available = True
         self._thread = threading.Thread(target=self._loop, name="probe-nvml-sampler", daemon=True)
         self._thread.start()
@@ -117,7 +138,26 @@ class ReasonSampler:
                 self._sample()  # the window's closing edge
             except Exception as error:
                 self.error = type(error).__name__
+            self._edges["end"] = self._counters()
+            self._edges["end_s"] = time.perf_counter()
         self._shutdown()
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator["ReasonSampler"]:
+        """Mark the timed window (an edge sample at each end, when NVML works)."""
+        if self.available:
+            with contextlib.suppress(Exception):
+                self._sample()
+        with self._lock:
+            begin = len(self.masks)
+        try:
+            yield self
+        finally:
+            if self.available:
+                with contextlib.suppress(Exception):
+                    self._sample()
+            with self._lock:
+                self.window = (max(begin - 1, 0), len(self.masks))
 
     def _reasons(self) -> int:
         nvml = self._nvml
@@ -130,12 +170,39 @@ class ReasonSampler:
                     raise
         return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle))
 
+    def _optional(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception:  # NotSupported, NoPermission: unknown, not 0
+            return None
+
+    def _counters(self) -> dict[str, Any]:
+        nvml, handle = self._nvml, self._handle
+        energy = self._optional(lambda: int(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)))  # mJ
+
+        def violations() -> int | None:
+            values = nvml.nvmlDeviceGetFieldValues(handle, list(VIOLATION_FIELDS))
+            known = [v.value.ullVal for v in values if getattr(v, "nvmlReturn", 1) == 0]
+            return int(sum(known)) if known else None
+
+        return {"energy_mj": energy, "violation_ns": self._optional(violations)}
+
     def _sample(self) -> None:
+        nvml, handle = self._nvml, self._handle
         mask = self._reasons()
-        clock = int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+        clock = int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        mem = self._optional(lambda: int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)))
+        power = self._optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+        temp = self._optional(lambda: int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)))
         with self._lock:
             self.masks.append(mask)
             self.sm_clocks_mhz.append(clock)
+            if mem is not None:
+                self.mem_clocks_mhz.append(mem)
+            if power is not None:
+                self.power_w.append(power)
+            if temp is not None:
+                self.temp_c.append(temp)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -153,15 +220,28 @@ class ReasonSampler:
                 pass
             self._nvml = None
 
+    def _timed_masks(self) -> list[int] | None:
+        if self.window is None:
+            return None
+        begin, end = self.window
+        return self.masks[begin:end]
+
     @property
     def throttle_class(self) -> str:
-        return classify(self.masks) if self.available else UNKNOWN
+        return classify(self.masks, self._timed_masks()) if self.available else UNKNOWN
+
+    def _delta(self, key: str) -> int | None:
+        start, end = self._edges.get("start", {}).get(key), self._edges.get("end", {}).get(key)
+        return None if start is None or end is None else end - start
 
     def summary(self) -> dict[str, Any]:
         union = 0
         for mask in self.masks:
             union |= mask
         clocks = self.sm_clocks_mhz
+        timed = self._timed_masks()
+        energy_mj = self._delta("energy_mj")
+        seconds = self._edges.get("end_s", 0.0) - self._edges.get("start_s", 0.0) if "end_s" in self._edges else None
         return {
             "nvml_available": self.available,
             "nvml_error": self.error,
@@ -169,6 +249,14 @@ class ReasonSampler:
             "clock_event_mask": union if self.masks else None,
             "clock_event_reasons": reason_names(union) if self.masks else None,
             "nvml_samples": len(self.masks),
+            "nvml_samples_timed": len(timed) if timed is not None else None,
             "sm_clock_mhz_min": min(clocks) if clocks else None,
             "sm_clock_mhz_median": statistics.median(clocks) if clocks else None,
+            "mem_clock_mhz_median": statistics.median(self.mem_clocks_mhz) if self.mem_clocks_mhz else None,
+            "power_w_mean": statistics.fmean(self.power_w) if self.power_w else None,
+            "power_w_max": max(self.power_w) if self.power_w else None,
+            "temp_c_max": max(self.temp_c) if self.temp_c else None,
+            "energy_j": energy_mj / 1000.0 if energy_mj is not None else None,
+            "energy_power_w_mean": energy_mj / 1000.0 / seconds if energy_mj is not None and seconds else None,
+            "defect_reason_ns_delta": self._delta("violation_ns"),
         }

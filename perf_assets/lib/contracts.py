@@ -343,6 +343,74 @@ RAW_TABLES: dict[str, RawTable] = {
             natural_key=("capture_id", "rank", "device_index"),
             description="HTA temporal breakdown and comm/compute overlap per trace rank and device, computed at ingest.",
         ),
+        RawTable(
+            source="trace_idle_breakdowns",
+            fed_by=("kineto", "nsys"),
+            schema=_schema(
+                ("capture_id", pa.string()),
+                ("trace_format", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("rank", pa.int32()),
+                ("device_index", pa.int32()),
+                ("stream", pa.int64()),
+                ("activity_count", pa.int64()),
+                ("gap_count", pa.int64()),
+                ("launch_unknown_count", pa.int64()),  # activities without a correlated runtime launch
+                ("idle_ns", pa.int64()),
+                ("host_wait_ns", pa.int64()),
+                ("kernel_wait_ns", pa.int64()),
+                ("other_ns", pa.int64()),
+                ("host_wait_share", pa.float64()),  # of idle_ns; NULL when the stream was never idle
+                ("kernel_wait_share", pa.float64()),
+                ("other_share", pa.float64()),
+                ("kernel_wait_threshold_ns", pa.int64()),
+            ),
+            natural_key=("capture_id", "rank", "device_index", "stream"),
+            description="HTA idle-time breakdown (host wait, kernel wait, other) per trace rank, device and stream.",
+        ),
+        RawTable(
+            source="trace_kernel_types",
+            fed_by=("kineto", "nsys"),
+            schema=_schema(
+                ("capture_id", pa.string()),
+                ("trace_format", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("rank", pa.int32()),
+                ("device_index", pa.int32()),
+                ("kernel_type", pa.string()),  # compute | communication | memory
+                ("activity_count", pa.int64()),
+                ("time_ns", pa.int64()),  # sum of durations
+                ("time_share", pa.float64()),  # of the device's summed activity time
+                ("union_ns", pa.int64()),
+                ("exclusive_ns", pa.int64()),  # no activity of another type running
+            ),
+            natural_key=("capture_id", "rank", "device_index", "kernel_type"),
+            description="Kernel-type breakdown (count, time, union, exclusive time) per trace rank and device.",
+        ),
+        RawTable(
+            source="trace_step_busy",
+            fed_by=("kineto", "nsys"),
+            schema=_schema(
+                ("capture_id", pa.string()),
+                ("trace_format", pa.string()),
+                ("host", pa.string()),
+                ("job_id", pa.string()),
+                ("rank", pa.int32()),
+                ("device_index", pa.int32()),
+                ("step", pa.int64()),
+                ("step_start_ns", pa.int64()),
+                ("step_end_ns", pa.int64()),
+                ("span_ns", pa.int64()),
+                ("busy_ns", pa.int64()),  # |U GPU activities inside the step window|
+                ("activity_count", pa.int64()),
+                ("last_step", pa.bool_()),  # the capture's last step, often cut off
+                ("time_absolute", pa.bool_()),
+            ),
+            natural_key=("capture_id", "rank", "device_index", "step"),
+            description="GPU busy time per ProfilerStep window, trace rank and device (straggler input).",
+        ),
         # Benchmarks (docs/formats/benchmarks.md): nccl-tests logs and MLPerf :::MLLOG result logs.
         RawTable(
             source="nccl_tests",

@@ -35,3 +35,25 @@ def run_local_gemm(
     )
     write_jsonl([result], target)
     return LandedProbe(target, result)
+
+
+def run_local_all(
+    home: DataHome,
+    cluster: str = "local",
+    node: str | None = None,
+    backend: str = "auto",
+    gemm_size: int | None = None,
+    burn_seconds: float | None = None,
+    quick: bool = False,
+) -> tuple[Path, list[ProbeResult]]:
+    """The whole probe catalogue on this host's first device, landed as one JSON-lines file."""
+    from probes.common import new_run
+    from probes.suite import SuiteOptions, run_all
+
+    node = node or hostname()
+    started_at = utc_now()
+    target = landing_path(home.landing, cluster, node, started_at)
+    info = new_run(select_backend(backend), node=node, started_at=started_at)
+    results = run_all(info, SuiteOptions(gemm_size=gemm_size, burn_seconds=burn_seconds, quick=quick))
+    write_jsonl(results, target)
+    return target, results

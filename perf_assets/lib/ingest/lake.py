@@ -1,9 +1,25 @@
-"""The raw layer: typed Parquet per (raw table, event day, landed file), written atomically."""
+"""The raw layer: typed Parquet per (raw table, event day), written atomically.
+
+A table-day folder ``lake/raw/<table>/event_date=D/`` holds small files named ``<landed_file_id>.parquet``
+(one per landed file, as ingestion writes them) and, once compacted, a few ``compacted-<token>-<n>.parquet``
+files whose footer lists the landed files they hold. Every change that removes rows from a day (compaction,
+re-ingest of a landed file whose rows sit in a compacted file) builds the day's next folder beside the lake
+(``lake/.staging/``, hard links for the files it keeps) and swaps it with the live one in one atomic
+``renameat2(RENAME_EXCHANGE)``: a reader's glob sees the old set of files or the new one, never both or
+neither. docs/data_quality.md (Lake compaction) explains the steps and the recovery.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import shutil
 import tempfile
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,12 +28,20 @@ import pyarrow.parquet as pq
 
 from perf_assets.lib.contracts import MANIFEST_SCHEMA, RAW_TABLES, RawTable
 
+COMPACTED_PREFIX = "compacted-"
+LANDED_IDS_KEY = b"perfwh.landed_file_ids"
+STAGING_DIR = ".staging"
 
-def write_parquet_atomic(table: pa.Table, destination: Path) -> None:
-    """Temp file in the same folder, then rename: a crash never leaves half a file."""
+
+def write_parquet_atomic(table: pa.Table, destination: Path, metadata: dict[bytes, bytes] | None = None) -> None:
+    """Temp file in the same folder, then rename: a crash never leaves half a file.
+
+    The temp name does not end in ``.parquet``, so a reader's ``**/*.parquet`` glob never sees it."""
     destination.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=destination.parent, prefix=".tmp-", suffix=".parquet")
+    handle, temp_name = tempfile.mkstemp(dir=destination.parent, prefix=".tmp-", suffix=".parquet.part")
     os.close(handle)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     try:
         pq.write_table(table, temp_name, compression="zstd")
         os.replace(temp_name, destination)
@@ -41,13 +65,112 @@ def table_glob(lake_raw: Path, table: RawTable) -> str:
     return str(lake_raw / table.name / "**" / "*.parquet")
 
 
+# --------------------------------------------------------------------------- day folders
+
+
+def day_dirs(lake_raw: Path, table: RawTable) -> list[Path]:
+    return sorted(path for path in (lake_raw / table.name).glob("event_date=*") if path.is_dir())
+
+
+def is_compacted(path: Path) -> bool:
+    return path.name.startswith(COMPACTED_PREFIX)
+
+
+def landed_ids_in(path: Path) -> list[str]:
+    """The landed files whose rows a Parquet file holds: its name, or a compacted file's footer."""
+    if not is_compacted(path):
+        return [path.stem]
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata.get(LANDED_IDS_KEY, b"[]"))
+
+
+def _checkpoint(step: str) -> None:
+    """A no-op between the steps of a day swap; tests replace it to simulate a crash at `step`."""
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two folders in one atomic step (Linux renameat2 RENAME_EXCHANGE)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"renameat2 exchange failed: {os.strerror(errno)}", str(a))
+
+
+def _staging_for(lake_raw: Path, day_dir: Path) -> Path:
+    return lake_raw.parent / STAGING_DIR / day_dir.parent.name / f"{day_dir.name}.{uuid.uuid4().hex[:8]}"
+
+
+def replace_day(lake_raw: Path, day_dir: Path, keep: Iterable[Path], new_files: list[tuple[pa.Table, dict]]) -> None:
+    """Make `day_dir` hold exactly `keep` (files already in it) plus `new_files`, atomically for readers.
+
+    Steps: build the next folder under lake/.staging (hard links + new compacted files), exchange it with
+    the live folder, delete what is now the old folder. A crash before the exchange leaves the old files
+    live; after it, the new ones; the leftover under lake/.staging is invisible to readers and removed by
+    `recover_staging`."""
+    staged = _staging_for(lake_raw, day_dir)
+    staged.mkdir(parents=True)
+    for path in keep:
+        os.link(path, staged / path.name)
+    for table, metadata in new_files:
+        write_parquet_atomic(table, staged / f"{COMPACTED_PREFIX}{uuid.uuid4().hex[:12]}.parquet", metadata)
+    _checkpoint("staged")
+    _exchange(staged, day_dir)
+    _checkpoint("swapped")
+    shutil.rmtree(staged)
+    _checkpoint("cleaned")
+
+
+def recover_staging(lake_raw: Path) -> int:
+    """Remove what an interrupted swap left under lake/.staging (never visible to readers)."""
+    root = lake_raw.parent / STAGING_DIR
+    if not root.exists():
+        return 0
+    leftovers = [path for path in root.glob("*/*") if path.is_dir()]
+    for path in leftovers:
+        shutil.rmtree(path)
+    return len(leftovers)
+
+
+def _compacted_table(paths: list[Path], table: RawTable) -> tuple[pa.Table, dict]:
+    parts = [pq.read_table(path, schema=table.full_schema) for path in paths]
+    merged = pa.concat_tables(parts) if parts else table.full_schema.empty_table()
+    ids = sorted({landed for path in paths for landed in landed_ids_in(path)})
+    return merged, {LANDED_IDS_KEY: json.dumps(ids).encode()}
+
+
+# --------------------------------------------------------------------------- landed files
+
+
 def remove_landed_file(lake_raw: Path, table: RawTable, file_id: str) -> int:
-    """Delete the raw files of one landed file (before a re-ingest replaces them)."""
-    removed = 0
-    for path in (lake_raw / table.name).glob(f"event_date=*/{file_id}.parquet"):
-        path.unlink()
-        removed += 1
-    return removed
+    """Remove one landed file's rows (before a re-ingest replaces them), also from compacted files.
+
+    A small file is unlinked; a compacted file holding the landed file is rewritten without its rows and
+    swapped in with the rest of its day. Returns the number of day folders changed."""
+    changed = 0
+    for day_dir in day_dirs(lake_raw, table):
+        files = sorted(day_dir.glob("*.parquet"))
+        small = [path for path in files if path.name == f"{file_id}.parquet"]
+        holders = [path for path in files if is_compacted(path) and file_id in landed_ids_in(path)]
+        if not holders:
+            for path in small:
+                path.unlink()
+            changed += bool(small)
+            continue
+        rewritten = []
+        for path in holders:
+            rows = pq.read_table(path, schema=table.full_schema)
+            rows = rows.filter(pc.not_equal(rows["landed_file_id"], pa.scalar(file_id)))
+            ids = [landed for landed in landed_ids_in(path) if landed != file_id]
+            if rows.num_rows:
+                rewritten.append((rows, {LANDED_IDS_KEY: json.dumps(ids).encode()}))
+        keep = [path for path in files if path not in holders and path not in small]
+        replace_day(lake_raw, day_dir, keep, rewritten)
+        changed += 1
+    return changed
 
 
 def write_landed_rows(lake_raw: Path, table: RawTable, file_id: str, rows: pa.Table) -> int:
@@ -59,3 +182,76 @@ def write_landed_rows(lake_raw: Path, table: RawTable, file_id: str, rows: pa.Ta
         day_rows = rows.filter(pc.equal(rows["event_date"], pa.scalar(day, pa.date32())))
         write_parquet_atomic(day_rows, lake_raw / table.name / f"event_date={day.isoformat()}" / f"{file_id}.parquet")
     return rows.num_rows
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """Compact a table-day once it holds more than `min_files` small files, into files of ~`target_bytes`."""
+
+    min_files: int = 4
+    target_bytes: int = 128 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls) -> "CompactionPolicy":
+        """PERFWH_COMPACT_MIN_FILES and PERFWH_COMPACT_TARGET_MB override the defaults."""
+        return cls(
+            min_files=int(os.environ.get("PERFWH_COMPACT_MIN_FILES", cls.min_files)),
+            target_bytes=int(float(os.environ.get("PERFWH_COMPACT_TARGET_MB", 128)) * 1024 * 1024),
+        )
+
+
+@dataclass(frozen=True)
+class DayCompaction:
+    table: str
+    day: str
+    files_before: int
+    files_after: int
+    rows: int
+
+    def line(self) -> str:
+        return f"{self.table}\t{self.day}\t{self.files_before} -> {self.files_after} files\t{self.rows} rows"
+
+
+def _groups(paths: list[Path], target_bytes: int) -> list[list[Path]]:
+    """Consecutive runs of files whose sizes add up to at most ~target_bytes (at least one file each)."""
+    groups: list[list[Path]] = [[]]
+    size = 0
+    for path in paths:
+        file_size = path.stat().st_size
+        if groups[-1] and size + file_size > target_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(path)
+        size += file_size
+    return [group for group in groups if group]
+
+
+def compact_day(lake_raw: Path, table: RawTable, day_dir: Path, policy: CompactionPolicy) -> DayCompaction | None:
+    """Merge a day's small files (and compacted files under half the target) into a few compacted files."""
+    files = sorted(day_dir.glob("*.parquet"))
+    if sum(not is_compacted(path) for path in files) <= policy.min_files:
+        return None
+    inputs = [path for path in files if not is_compacted(path) or path.stat().st_size < policy.target_bytes // 2]
+    new_files = [_compacted_table(group, table) for group in _groups(inputs, policy.target_bytes)]
+    keep = [path for path in files if path not in inputs]
+    replace_day(lake_raw, day_dir, keep, new_files)
+    rows = sum(table_.num_rows for table_, _ in new_files)
+    return DayCompaction(table.name, day_dir.name.split("=", 1)[1], len(files), len(keep) + len(new_files), rows)
+
+
+def compact_lake(
+    lake_raw: Path, policy: CompactionPolicy, tables: Iterable[RawTable] | None = None, since: date | None = None
+) -> list[DayCompaction]:
+    """Compact every table-day (of `tables`, on or after `since`) that has more than policy.min_files small files."""
+    done = []
+    for table in tables if tables is not None else RAW_TABLES.values():
+        for day_dir in day_dirs(lake_raw, table):
+            if since is not None and day_dir.name.split("=", 1)[1] < since.isoformat():
+                continue
+            result = compact_day(lake_raw, table, day_dir, policy)
+            if result is not None:
+                done.append(result)
+    return done

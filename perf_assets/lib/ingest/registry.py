@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.dcgm_exporter_text import looks_like_exporter_text, parse_dcgm_exporter_text
 from perf_assets.lib.ingest.formats.dcgmi_dmon import COMMAND_SIDECAR, looks_like_dmon, parse_dcgmi_dmon
+from perf_assets.lib.ingest.formats.decompress import sniff
 from perf_assets.lib.ingest.formats.json_records import SPECS, parse_json_records
 from perf_assets.lib.ingest.formats.kineto_trace import GZIP_MAGIC, parse_kineto_trace
 from perf_assets.lib.ingest.formats.mlperf_mllog import parse_mlperf_mllog
@@ -55,13 +56,13 @@ FORMATS: list[Format] = [
     Format(
         "prometheus_range_json",
         "dcgm",
-        2,  # v2: gpu_instance and pci_bus_id columns, UUIDs normalised (docs/formats/telemetry.md)
-        lambda landed, head: landed.path.suffix == ".json" or b'"resultType"' in head,
+        3,  # v2: gpu_instance, pci_bus_id, normalised UUIDs; v3: out-of-range values NULL and counted
+        lambda landed, head: landed.path.suffix == ".json" or b'"resultType"' in sniff(head),
         parse_prometheus_range,
     ),
     # GPU telemetry (docs/formats/telemetry.md); dcgm counter catalogues (.csv) match none: skipped.
-    Format("dcgmi_dmon_text", "dcgm", 1, lambda landed, head: looks_like_dmon(head), parse_dcgmi_dmon),
-    Format("dcgm_exporter_text", "dcgm", 1, looks_like_exporter_text, parse_dcgm_exporter_text),
+    Format("dcgmi_dmon_text", "dcgm", 2, lambda landed, head: looks_like_dmon(head), parse_dcgmi_dmon),
+    Format("dcgm_exporter_text", "dcgm", 2, looks_like_exporter_text, parse_dcgm_exporter_text),
     Format(
         "nvidia_smi_capture_bundle", "nvidia_smi", 1, lambda landed, head: looks_like_bundle(head), parse_capture_bundle
     ),

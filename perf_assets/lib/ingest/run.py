@@ -8,9 +8,16 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from perf_assets.lib.contracts import raw_table
+from perf_assets.lib.contracts import RAW_TABLES, raw_table
 from perf_assets.lib.ingest.formats.errors import QuarantineError
-from perf_assets.lib.ingest.lake import ensure_schema_files, write_landed_rows
+from perf_assets.lib.ingest.lake import (
+    CompactionPolicy,
+    DayCompaction,
+    compact_lake,
+    ensure_schema_files,
+    recover_staging,
+    write_landed_rows,
+)
 from perf_assets.lib.ingest.landing import LandedFile, describe
 from perf_assets.lib.ingest.manifest import ManifestEntry, read_manifest, seen_versions, write_entry
 from perf_assets.lib.ingest.registry import SIDECAR_NAMES, find_format
@@ -80,36 +87,79 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
         reason = f"no parser for source {landed.source!r} and file {landed.path.name!r}"
         entry = _entry(landed, fmt=None, rows=0, status="skipped", reason=reason)
     else:
+        tables = None
         try:
             parsed = fmt.parse(landed)  # one table, or several keyed by RAW_TABLES key (traces)
             tables = parsed if isinstance(parsed, dict) else {fmt.source: parsed}
-            written = sum(
-                write_landed_rows(home.lake_raw, raw_table(key), landed.file_id, rows) for key, rows in tables.items()
-            )
-            metadata = {k: v for rows in tables.values() for k, v in (rows.schema.metadata or {}).items()}
-            dropped = int(metadata.get(b"unattributed_series", b"0"))
-            note = f"{dropped} series without host/GPU labels not ingested" if dropped else None
-            note = note or (metadata[b"ingest_note"].decode() if b"ingest_note" in metadata else None)
-            entry = _entry(landed, fmt=fmt, rows=written, status="ok", reason=note)
         except QuarantineError as error:
             entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=str(error))
         except Exception as error:  # a parser bug must not stop the batch: quarantine with the cause
             entry = _entry(
                 landed, fmt=fmt, rows=0, status="quarantined", reason=f"parser error: {type(error).__name__}: {error}"
             )
+        if tables is not None:
+            # A failure to write the lake (disk, a crash) is not the file's fault: it propagates, and the
+            # manifest records nothing, so the next run tries the file again.
+            written = sum(
+                write_landed_rows(home.lake_raw, raw_table(key), landed.file_id, rows) for key, rows in tables.items()
+            )
+            metadata = {k: v for rows in tables.values() for k, v in (rows.schema.metadata or {}).items()}
+            dropped = int(metadata.get(b"unattributed_series", b"0"))
+            notes = [f"{dropped} series without host/GPU labels not ingested"] if dropped else []
+            if b"ingest_note" in metadata and metadata[b"ingest_note"].decode() not in " ".join(notes):
+                notes.append(metadata[b"ingest_note"].decode())
+            note = "; ".join(notes) or None
+            entry = _entry(landed, fmt=fmt, rows=written, status="ok", reason=note)
     write_entry(home.manifest_dir, entry)
     seen.setdefault((landed.sha256, landed.relative_path), set()).add(entry.parser_version or 0)
     return IngestOutcome(entry.path, entry.source, entry.format, entry.rows, entry.status, entry.reason)
 
 
-def ingest(home: DataHome, paths: list[Path] | None = None, *, force: bool = False) -> list[IngestOutcome]:
-    """Ingest landed files (all of landing/ by default). Safe to run twice: seen files are skipped."""
+def _lake_lock(home: DataHome) -> FileLock:
+    """Held by every writer of the lake: ingestion, re-ingestion and compaction."""
+    return FileLock(str(home.root / "lake" / ".ingest.lock"))
+
+
+def ingest(
+    home: DataHome,
+    paths: list[Path] | None = None,
+    *,
+    force: bool = False,
+    compaction: CompactionPolicy | None = None,
+) -> list[IngestOutcome]:
+    """Ingest landed files (all of landing/ by default). Safe to run twice: seen files are skipped.
+
+    Ends by compacting the table-days that hold more than `compaction.min_files` small files
+    (default: CompactionPolicy.from_env())."""
     home.ensure()
     ensure_schema_files(home.lake_raw, home.manifest_dir)
-    with FileLock(str(home.root / "lake" / ".ingest.lock")):
+    with _lake_lock(home):
+        recover_staging(home.lake_raw)
         seen = seen_versions(home.manifest_dir)
         targets = landed_files(home.landing) if paths is None else paths
-        return [ingest_file(home, describe(home.landing, path), seen, force=force) for path in targets]
+        outcomes = [ingest_file(home, describe(home.landing, path), seen, force=force) for path in targets]
+        if any(outcome.rows for outcome in outcomes):
+            compact_lake(home.lake_raw, compaction or CompactionPolicy.from_env())
+        return outcomes
+
+
+def compact(
+    home: DataHome,
+    *,
+    table: str | None = None,
+    since: date | None = None,
+    policy: CompactionPolicy | None = None,
+) -> list[DayCompaction]:
+    """Compact the lake (one raw table: `raw_dcgm` or `dcgm`; days on or after `since`) under the lake lock."""
+    home.ensure()
+    tables = None
+    if table is not None:
+        tables = [t for key, t in RAW_TABLES.items() if table in (key, t.name)]
+        if not tables:
+            raise ValueError(f"no raw table {table!r}; one of {', '.join(t.name for t in RAW_TABLES.values())}")
+    with _lake_lock(home):
+        recover_staging(home.lake_raw)
+        return compact_lake(home.lake_raw, policy or CompactionPolicy.from_env(), tables=tables, since=since)
 
 
 def reingest(home: DataHome, format_name: str, since: date | None = None) -> list[IngestOutcome]:

@@ -23,6 +23,7 @@ from datetime import timedelta
 import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.dcgm_rows import DcgmRows, GpuIdentity, capture_time
+from perf_assets.lib.ingest.formats.decompress import sniff
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.prometheus_range import sample_value
 from perf_assets.lib.ingest.formats.prometheus_text import read_text_file
@@ -65,6 +66,7 @@ _COMMAND_DELAY = re.compile(r"(?:^|\s)(?:-d|--delay)[\s=]+(\d+)")
 
 
 def looks_like_dmon(head: bytes) -> bool:
+    head = sniff(head)  # a gzip export: its decompressed start
     return any(_HEADER.match(line.strip()) for line in head.decode("utf-8", "replace").splitlines()[:5])
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.dcgm_rows import capture_time
+from perf_assets.lib.ingest.formats.decompress import sniff
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.gpu_identity import (
     int_or_none,
@@ -36,7 +38,8 @@ UNIT_SUFFIXES = {"_watts": "W", "_bytes": "B", "_hz": "Hz", "_ratio": "ratio", "
 
 
 def looks_like_exporter_text(landed: LandedFile, head: bytes) -> bool:
-    return landed.path.suffix in (".metrics", ".prom") or b" nvidia_smi_" in head
+    suffix = Path(landed.path.stem).suffix if landed.path.suffix == ".gz" else landed.path.suffix
+    return suffix in (".metrics", ".prom") or b" nvidia_smi_" in sniff(head)
 
 
 def unit_of(metric: str) -> str | None:

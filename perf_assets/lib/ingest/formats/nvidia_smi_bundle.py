@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 import pyarrow as pa
 
+from perf_assets.lib.ingest.formats.decompress import sniff
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.nvidia_smi import (
     SmiRows,
@@ -51,6 +52,7 @@ class Section:
 
 
 def looks_like_bundle(head: bytes) -> bool:
+    head = sniff(head)  # a gzip export: its decompressed start
     return b"nvidia_gpu_exporter GPU capture" in head or bool(re.search(rb"^# [\w-]+ :: ", head, re.MULTILINE))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from perf_assets.lib.ingest.formats.decompress import read_text
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -110,11 +111,5 @@ def read_exposition(text: str) -> Exposition:
 
 
 def read_text_file(path) -> str:
-    """The file as UTF-8 text; an empty or non-UTF-8 file is quarantined."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise QuarantineError(f"not UTF-8 text (byte {error.start})") from None
-    if not text.strip():
-        raise QuarantineError("empty file")
-    return text
+    """The file as UTF-8 text, gunzipped (bounded) when gzip; an empty or non-UTF-8 file is quarantined."""
+    return read_text(path)

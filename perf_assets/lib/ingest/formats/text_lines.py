@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from perf_assets.lib.ingest.formats.errors import QuarantineError
+from perf_assets.lib.ingest.formats.decompress import read_text
 from perf_assets.lib.ingest.landing import LandedFile
 
 # `srun --label` (and `mpirun --tag-output` reduced to its rank) put "<rank>: " before each line.
@@ -12,16 +12,8 @@ _SRUN_LABEL = re.compile(r"^\s*(\d+):\s")
 
 
 def read_lines(landed: LandedFile) -> list[str]:
-    """The file's lines without line ends. Non-UTF-8 bytes and empty files are quarantined."""
-    data = landed.path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise QuarantineError(f"line {line}: not UTF-8 text (byte {error.start})") from None
-    if not text.strip():
-        raise QuarantineError("empty file: a writer delivers no file rather than an empty one")
-    return text.splitlines()
+    """The file's lines without line ends (gunzipped, bounded, when gzip). Non-UTF-8 and empty files are quarantined."""
+    return read_text(landed.path).splitlines()
 
 
 def strip_srun_label(line: str) -> tuple[str, bool]:

@@ -19,8 +19,10 @@ from perf_assets.lib.contracts import raw_table
 from perf_assets.lib.ingest.landing import LandedFile
 from perf_assets.lib.traces.breakdown import COMMUNICATION, classify_kernel, temporal_breakdown
 from perf_assets.lib.traces.profiler_steps import in_traced_iterations, last_step_start
+from perf_assets.lib.traces.rank_tables import by_device, idle_rows, kernel_type_rows, step_rows
 
 EVENTS, BREAKDOWNS = "trace_events", "trace_rank_breakdowns"  # keys of RAW_TABLES
+IDLE, KERNEL_TYPES, STEP_BUSY = "trace_idle_breakdowns", "trace_kernel_types", "trace_step_busy"
 GPU_ACTIVITIES = ("kernel", "memcpy", "memset")  # what the breakdown counts (cuda_sync does not)
 INT64_MAX = 2**63 - 1
 NOTE_METADATA = b"ingest_note"  # schema metadata the ingest driver copies into the manifest reason
@@ -193,8 +195,31 @@ def breakdown_rows(landed: LandedFile, context: TraceContext, events: list[dict]
     return rows
 
 
+def derived_tables(landed: LandedFile, context: TraceContext, events: list[dict]) -> dict[str, pa.Table]:
+    """Idle-time, kernel-type and per-step busy tables (perf_assets.lib.traces.rank_tables) with identity."""
+    identity = {
+        "capture_id": capture_id_of(landed),
+        "trace_format": context.trace_format,
+        "host": context.host,
+        "job_id": context.job_id,
+        "rank": context.rank,
+    }
+    devices, counted = by_device(events), by_device(events, counted_only=True)
+    tables = {}
+    for key, rows in (
+        (IDLE, idle_rows(events, counted)),
+        (KERNEL_TYPES, kernel_type_rows(counted)),
+        (STEP_BUSY, step_rows(events, devices)),
+    ):
+        for row in rows:
+            row.update(identity, time_absolute=context.time_absolute)
+            row["event_date"] = _day(row.pop("_start_ns"), context.time_absolute, landed.default_event_date)
+        tables[key] = pa.Table.from_pylist(rows, schema=_schema_with_date(key))
+    return tables
+
+
 def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[dict]) -> dict[str, pa.Table]:
-    """Both canonical tables for one landed trace, keyed by RAW_TABLES key; the note rides in the metadata."""
+    """All canonical tables for one landed trace, keyed by RAW_TABLES key; the note rides in the metadata."""
     excluded = mark_activities(events)
     if excluded:
         context.notes.append(f"{excluded} GPU activities of the last, incomplete profiler step not in the breakdown")
@@ -220,7 +245,7 @@ def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[d
     note = context.note()
     if note:
         events_table = events_table.replace_schema_metadata({NOTE_METADATA: note.encode()})
-    return {EVENTS: events_table, BREAKDOWNS: breakdowns}
+    return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, events)}
 
 
 def args_json(args: object) -> str | None:

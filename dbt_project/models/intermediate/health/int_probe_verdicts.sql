@@ -1,0 +1,167 @@
+-- Probe rules (seed probe_rules) applied to every probe result row: one row per (result, matching rule).
+-- value rules test the row's value or fraction_of_peak; variance rules its deviation from the cohort
+-- median (same day, SKU, device kind, probe, metric and node software stack); failure_check rules its
+-- status or throttle class. Unknown inputs leave `fired` NULL and the verdict 'unknown', never a pass.
+
+with
+
+results as (
+    select
+        r.*,
+        cast(r.started_at as date) as probe_date,
+        coalesce(s.driver, 'unknown') || '/' || coalesce(s.cuda, 'unknown') || '/' || coalesce(s.torch, 'unknown')
+            as software_stack
+    from {{ ref('stg_probe_results__results') }} as r
+    left join {{ ref('stg_node_software__versions') }} as s
+        on s.node = r.node
+        and r.started_at >= s.valid_from_at
+        and (s.valid_to_at is null or r.started_at < s.valid_to_at)
+),
+
+-- rows that may form a baseline: measured, not invalidated by an idle window
+baseline_rows as (
+    select * from results
+    where value is not null and status in ('pass', 'fail') and coalesce(throttle_class, '') <> 'idle_in_window'
+),
+
+cohorts as (
+    select
+        probe_date, sku, device_kind, probe, metric, software_stack,
+        count(*) as cohort_n,
+        median(value) as cohort_median
+    from baseline_rows
+    group by all
+),
+
+cohort_mad as (
+    select
+        b.probe_date, b.sku, b.device_kind, b.probe, b.metric, b.software_stack,
+        median(abs(b.value - c.cohort_median)) as cohort_mad
+    from baseline_rows as b
+    inner join cohorts as c using (probe_date, sku, device_kind, probe, metric, software_stack)
+    group by all
+),
+
+scored as (
+    select
+        r.*,
+        c.cohort_n,
+        c.cohort_median,
+        case when c.cohort_median <> 0 then r.value / c.cohort_median - 1 end as deviation,
+        case when m.cohort_mad > 0 then (r.value - c.cohort_median) / (1.4826 * m.cohort_mad) end as robust_z
+    from results as r
+    left join cohorts as c using (probe_date, sku, device_kind, probe, metric, software_stack)
+    left join cohort_mad as m using (probe_date, sku, device_kind, probe, metric, software_stack)
+),
+
+rules as (
+    select
+        *,
+        split_part(criteria, ' ', 2) as op,
+        case when split_part(criteria, ' ', 2) <> 'in' then try_cast(split_part(criteria, ' ', 3) as double) end
+            as threshold,
+        case when split_part(criteria, ' ', 2) = 'in' then string_split(split_part(criteria, ' ', 3), '|') end
+            as allowed
+    from {{ ref('probe_rules') }}
+),
+
+matched as (
+    select
+        s.*,
+        u.rule, u.function, u.field, u.criteria, u.category, u.severity, u.confirm_rerun, u.op, u.threshold,
+        u.allowed,
+        case
+            when u.function = 'variance' and s.cohort_n >= {{ var('probe_cohort_min_n', 3) }} then s.deviation
+            when u.function = 'variance' then null
+            when u.field = 'fraction_of_peak' then s.fraction_of_peak
+            when u.field = 'value' then s.value
+        end as observed,
+        case when u.field = 'status' then s.status when u.field = 'throttle_class' then s.throttle_class end
+            as observed_text
+    from scored as s
+    inner join rules as u
+        on regexp_full_match(s.probe, u.probe)
+        and regexp_matches(s.metric, u.metric_pattern)
+    -- CPU rows carry no physical limit and never share a cohort with GPUs; only failure checks apply
+    where s.device_kind = 'cuda' or u.function = 'failure_check'
+),
+
+tested as (
+    select
+        *,
+        case
+            when op = 'in' then coalesce(list_contains(allowed, observed_text), false)
+            when observed is null then null
+            when op = '<' then observed < threshold
+            when op = '<=' then observed <= threshold
+            when op = '>' then observed > threshold
+            when op = '>=' then observed >= threshold
+        end as fired
+    from matched
+),
+
+confirmed as (
+    select
+        *,
+        lag(fired) over (partition by gpu_uuid, probe, metric, rule order by started_at) as fired_previous_run
+    from tested
+)
+
+select
+    run_id,
+    node,
+    gpu_uuid,
+    gpu_index,
+    sku,
+    device_kind,
+    probe_date,
+    started_at,
+    probe,
+    metric,
+    unit,
+    rule,
+    function,
+    field,
+    criteria,
+    category,
+    severity,
+    confirm_rerun,
+    status as result_status,
+    throttle_class,
+    value,
+    fraction_of_peak,
+    peak,
+    ci_low,
+    ci_high,
+    software_stack,
+    cohort_n,
+    cohort_median,
+    deviation,
+    robust_z,
+    observed,
+    fired,
+    coalesce(fired and confirm_rerun and fired_previous_run, false) as rerun_confirmed,
+    case
+        when fired is null then 'unknown'
+        when not fired then 'pass'
+        when severity = 'fail' and confirm_rerun and not coalesce(fired_previous_run, false) then 'warn'
+        else severity
+    end as verdict,
+    case
+        when fired then
+            rule || ' (' || category || '): ' || probe || '/' || metric || ' '
+            || case
+                when op = 'in' then field || ' = ' || coalesce(observed_text, 'NULL')
+                when function = 'variance' then
+                    'value ' || printf('%.4g', value) || ' ' || unit || ' is ' || printf('%+.1f%%', 100 * deviation)
+                    || ' vs cohort median ' || printf('%.4g', cohort_median) || ' (n=' || cohort_n || ')'
+                    || coalesce(', robust z ' || printf('%.1f', robust_z), '')
+                else field || ' = ' || printf('%.4g', observed)
+                    || coalesce(' (value ' || printf('%.4g', value) || ' ' || unit || ', 95% CI '
+                        || printf('%.4g', ci_low) || '-' || printf('%.4g', ci_high) || ')', '')
+            end
+            || ' breaks ' || criteria
+            || case when confirm_rerun and not coalesce(fired_previous_run, false) then '; awaiting a confirming re-run'
+                else '' end
+    end as evidence
+from confirmed

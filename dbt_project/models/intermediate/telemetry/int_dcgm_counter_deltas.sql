@@ -1,0 +1,61 @@
+-- Per-sample deltas of DCGM counters (fields the dcgm_fields seed types `counter`: energy, PCIe
+-- replays, NVLink bandwidth, ECC counts, violation times), in time order within each series
+-- (out-of-order deliveries are sorted here). A counter that goes down was reset (driver reload,
+-- reboot): the new value is the delta since the reset, and the row is flagged. NULL samples are
+-- unknown and skipped, so a delta spans the gap back to the previous known sample
+-- (previous_sampled_at); the first known sample of a series has no delta (NULL, not 0).
+with
+
+counter_fields as (
+    select field, unit from {{ ref('dcgm_fields') }}
+    where prometheus_type = 'counter'
+),
+
+samples as (
+    select
+        samples.cluster,
+        samples.node,
+        samples.gpu_uuid,
+        samples.gpu_index,
+        samples.gpu_instance,
+        samples.field,
+        counter_fields.unit,
+        samples.sampled_at,
+        samples.value
+    from {{ ref('stg_dcgm__samples') }} as samples
+    inner join counter_fields on samples.field = counter_fields.field
+    where samples.value is not null
+),
+
+ordered as (
+    select
+        *,
+        lag(value) over series as previous_value,
+        lag(sampled_at) over series as previous_sampled_at
+    from samples
+    window series as (partition by node, gpu_uuid, gpu_index, gpu_instance, field order by sampled_at)
+),
+
+final as (
+    select
+        cluster,
+        node,
+        gpu_uuid,
+        gpu_index,
+        gpu_instance,
+        field,
+        unit,
+        previous_sampled_at,
+        sampled_at,
+        previous_value,
+        value,
+        case
+            when previous_value is null then null
+            when value >= previous_value then value - previous_value
+            else value
+        end as delta,
+        coalesce(value < previous_value, false) as is_reset
+    from ordered
+)
+
+select * from final

@@ -1,0 +1,40 @@
+-- XID errors from DCGM_FI_DEV_XID_ERRORS, a gauge holding the code of the last XID (0: none yet).
+-- An event is a change to a non-zero code, in time order within a GPU (or MIG instance) series:
+-- counting samples or summing codes would count one XID once per scrape. A non-zero code on the
+-- first known sample of a series is kept with is_first_observation = true: it happened before
+-- observation began (or before a gap), so its time is unknown; count events with `not
+-- is_first_observation`. The same code raised twice in a row cannot be seen (the gauge does not change).
+with
+
+samples as (
+    select cluster, node, gpu_uuid, gpu_index, gpu_instance, sampled_at, value
+    from {{ ref('stg_dcgm__samples') }}
+    where field = 'DCGM_FI_DEV_XID_ERRORS' and value is not null
+),
+
+ordered as (
+    select
+        *,
+        lag(value) over series as previous_code,
+        lag(sampled_at) over series as previous_sampled_at
+    from samples
+    window series as (partition by node, gpu_uuid, gpu_index, gpu_instance order by sampled_at)
+),
+
+final as (
+    select
+        cluster,
+        node,
+        gpu_uuid,
+        gpu_index,
+        gpu_instance,
+        previous_sampled_at,
+        sampled_at,
+        cast(previous_code as integer) as previous_code,
+        cast(value as integer) as xid,
+        previous_code is null as is_first_observation
+    from ordered
+    where value <> 0 and (previous_code is null or value <> previous_code)
+)
+
+select * from final

@@ -1,0 +1,1 @@
+"""Data quality as plain functions (no Dagster): figures the asset checks and `perfwh` report on."""
