@@ -246,7 +246,9 @@ def parser() -> argparse.ArgumentParser:
     sql.add_argument("--max-rows", type=int, default=200, help="rows to print (default 200)")
 
     probe = command(
-        "probe", "run the GEMM probe on this host (GPU, else CPU and says so), land and ingest its result", cmd_probe
+        "probe",
+        "run the GEMM probe (--all: the whole catalogue) on this host (GPU, else CPU and says so), land and ingest the results",
+        cmd_probe,
     )
     probe.add_argument("--cluster", default="local", help="cluster folder to land under (default: local)")
     probe.add_argument("--node", default=None, help="node name (default: this host's short name)")
