@@ -67,7 +67,12 @@ def side(name: str, files: list[Path], repeats: int) -> dict:
             load(path)
         best = min(best, time.perf_counter() - started)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": best, "peak_mib": peak - base, "base_mib": base}
+    result = {"seconds": best, "peak_mib": peak - base, "base_mib": base}
+    if name == "ours":  # which reader path (kineto_fast or stdlib) each load took
+        from perf_assets.lib.ingest.formats.kineto_trace import PATHS
+
+        result["paths"] = dict(PATHS)
+    return result
 
 
 def run_side(python: str, name: str, files: list[Path], repeats: int) -> dict:
@@ -106,6 +111,8 @@ def main() -> int:
             f"{name:8s} {results[name]['seconds']:7.3f} s  {rate:12,.0f} events/s  "
             f"peak memory {results[name]['peak_mib']:7.1f} MiB above {results[name]['base_mib']:.0f} MiB after imports"
         )
+        if "paths" in results[name]:
+            print(f"         reader paths: {', '.join(f'{k} {v}' for k, v in sorted(results[name]['paths'].items()))}")
     ratio = results["hta_load"]["seconds"] / results["ours"]["seconds"]
     word = "faster" if ratio >= 1 else "slower"
     print(

@@ -18,6 +18,7 @@ from collections import Counter
 import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.errors import QuarantineError
+from perf_assets.lib.ingest.formats.kineto_fast import has_big_int
 from perf_assets.lib.ingest.formats.trace_tables import (
     TraceContext,
     args_json,
@@ -56,6 +57,9 @@ COLLECTIVE_ARGS = {
 }
 
 
+PATHS: Counter = Counter()  # reader path -> calls (read_document), for tests and bench/
+
+
 def max_json_bytes() -> int:
     return int(os.environ.get("PERFWH_TRACE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
 
@@ -72,8 +76,12 @@ def _read_bounded(handle, limit: int) -> bytes:
     return b"".join(blocks)
 
 
-def read_document(landed: LandedFile) -> tuple[dict, list[str]]:
-    """The trace's top-level object (and notes), or QuarantineError with what is wrong."""
+def read_document(landed: LandedFile, fast: bool = True) -> tuple[dict, list[str]]:
+    """The trace's top-level object (and notes), or QuarantineError with what is wrong.
+
+    fast: parse without the per-integer hook when no integer literal exceeds int64 (kineto_fast);
+    the result is identical. PATHS counts which path each call took ("fast" or "stdlib").
+    """
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
@@ -95,9 +103,11 @@ def read_document(landed: LandedFile) -> tuple[dict, list[str]]:
     except UnicodeDecodeError as error:
         text = data.decode("utf-8", errors="replace")
         notes.append(f"invalid UTF-8 (first at byte {error.start}) replaced with U+FFFD")
+    path = "fast" if fast and not has_big_int(data) else "stdlib"
     del data
+    PATHS[path] += 1
     try:
-        document = json.loads(text, parse_int=int_or_text)
+        document = json.loads(text) if path == "fast" else json.loads(text, parse_int=int_or_text)
     except json.JSONDecodeError as error:
         where = "at the end (truncated trace?)" if error.pos >= len(text.rstrip()) - 1 else f"at char {error.pos}"
         raise QuarantineError(f"invalid JSON {where}: {error.msg}") from None
@@ -146,41 +156,56 @@ def _host(document: dict) -> str | None:
     return None
 
 
+INT_ARGS = (
+    ("correlation_id", "correlation"),
+    ("group_size", "Group size"),
+    ("in_msg_nelems", "In msg nelems"),
+    ("out_msg_nelems", "Out msg nelems"),
+    ("bytes", "bytes"),
+)
+
+
 def _event(raw: dict, category: str, cat: str, to_ns) -> dict | None:
     start, dur = _ts(raw.get("ts")), _ts(raw.get("dur"))
     if start is None or dur is None:
         return None
-    args = raw.get("args") if isinstance(raw.get("args"), dict) else {}
+    args = raw.get("args")
+    if not isinstance(args, dict):
+        args = {}
     device_side = cat in DEVICE_SIDE
-    device = as_int64(args.get("device"))
-    if device is None and device_side:
-        device = as_int64(raw.get("pid"))
-    stream = as_int64(args.get("stream"))
-    if stream is None and device_side:
-        stream = as_int64(raw.get("tid"))
+    if device_side:
+        device = as_int64(args.get("device"))
+        if device is None:
+            device = as_int64(raw.get("pid"))
+        stream = as_int64(args.get("stream"))
+        if stream is None:
+            stream = as_int64(raw.get("tid"))
+    else:
+        device = stream = None
     start_ns = to_ns(start)
+    end_ns = to_ns(start + dur)
+    name = raw.get("name")
     event = {
-        "device_index": device if device_side else None,
-        "stream": stream if device_side else None,
+        "device_index": device,
+        "stream": stream,
         "category": category,
-        "name": str(raw.get("name")) if raw.get("name") is not None else None,
+        "name": str(name) if name is not None else None,
         "start_ns": start_ns,
-        "end_ns": max(start_ns, to_ns(start + dur)),
-        "correlation_id": as_int64(args.get("correlation")),
-        "group_size": as_int64(args.get("Group size")),
-        "in_msg_nelems": as_int64(args.get("In msg nelems")),
-        "out_msg_nelems": as_int64(args.get("Out msg nelems")),
-        "bytes": as_int64(args.get("bytes")),
-        "args_json": args_json(args),
+        "end_ns": end_ns if end_ns > start_ns else start_ns,
     }
-    for column, key in COLLECTIVE_ARGS.items():
+    for column, key in INT_ARGS:
         value = args.get(key)
-        event[column] = str(value) if value is not None and category == "kernel" else None
+        event[column] = None if value is None else as_int64(value)
+    event["args_json"] = args_json(args)
+    for column, key in COLLECTIVE_ARGS.items():
+        value = args.get(key) if category == "kernel" else None
+        event[column] = str(value) if value is not None else None
     return event
 
 
-def parse_kineto_trace(landed: LandedFile) -> dict[str, pa.Table]:
-    document, notes = read_document(landed)
+def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Table]:
+    """All canonical tables of one Kineto trace; fast=False forces the stdlib reader (same tables)."""
+    document, notes = read_document(landed, fast)
     raw_events = document["traceEvents"]
     complete = [raw for raw in raw_events if isinstance(raw, dict) and raw.get("ph") == "X"]
     name, absolute, to_ns = time_base(document, [_ts(raw.get("ts")) for raw in complete[:1000]])
@@ -205,6 +230,8 @@ def parse_kineto_trace(landed: LandedFile) -> dict[str, pa.Table]:
         else:
             events.append(event)
     context.not_kept = +not_kept
+    del raw_events, complete
+    document.clear()  # the raw events are no longer needed: free them before the tables are built
     if not any(event["category"] == "kernel" for event in events):
         ranges = sum(event["category"] == "range_profiler" for event in events)
         context.notes.append(

@@ -248,5 +248,8 @@ def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[d
     return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, events)}
 
 
+_ARGS_ENCODER = json.JSONEncoder(sort_keys=True, default=str)  # what json.dumps(sort_keys=True, default=str) builds
+
+
 def args_json(args: object) -> str | None:
-    return json.dumps(args, sort_keys=True, default=str) if args else None
+    return _ARGS_ENCODER.encode(args) if args else None
