@@ -110,6 +110,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
     from perf_assets.lib.warehouse import query_published
 
     home = _home(args)
@@ -124,7 +126,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
                 print(f"... {len(rows) - args.max_rows} more rows (raise --max-rows)")
 
     if args.query:
-        run(args.query)
+        try:
+            run(args.query)
+        except (duckdb.Error, FileNotFoundError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
         return 0
     print(f"perfwh sql on {home.published_db} (read-only snapshot). End statements with ';', quit with Ctrl-D.")
     buffer = ""

@@ -133,3 +133,10 @@ def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):
     first, landed = result.stdout.strip().splitlines()
     assert "on cpu (numpy" in first and "no physical limit" in first
     assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t1 rows\tok")
+
+
+def test_sql_without_a_warehouse_says_what_to_do(tmp_path):
+    result = run_cli("sql", "select 1", "--data-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: no published warehouse") and "perfwh build" in result.stderr
+    assert "Traceback" not in result.stderr
