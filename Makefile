@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_changepoint.py
 	$(BIN)/python bench/bench_ingest.py
 	$(BIN)/python bench/bench_dcgm.py
+	$(BIN)/python bench/bench_simulate.py
 
 # Trace benchmarks need Holistic Trace Analysis in its own venv (never the project's).
 HTA_VENV ?= /tmp/hta-venv

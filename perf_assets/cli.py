@@ -207,7 +207,11 @@ def parser() -> argparse.ArgumentParser:
         return sub
 
     simulate = command("simulate", "write a simulated fleet's exports into landing/ with labels.json", cmd_simulate)
-    simulate.add_argument("--scenario", default="demo", help="scenario name (default: demo)")
+    simulate.add_argument(
+        "--scenario",
+        default="demo",
+        help="scenario name (demo, fleet-1k) or path to a scenario .yaml (default: demo; docs/simulator.md)",
+    )
     simulate.add_argument("--seed", type=int, default=7, help="random seed; the same seed writes the same files")
     simulate.add_argument(
         "--start", type=date.fromisoformat, default=None, help="first day, YYYY-MM-DD (default: the scenario's)"

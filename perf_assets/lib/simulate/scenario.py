@@ -3,12 +3,22 @@
 A scenario is plain frozen data; `fleet.simulate_fleet` turns it (and a seed) into records. Offsets
 are relative to the scenario's start so that `start`/`days` can be changed without editing the
 incidents; an incident that falls outside the window is simply not injected.
+
+Scenarios are written as YAML files in `scenarios/` (format: docs/simulator.md); `get_scenario`
+takes a name from there or a path to a `.yaml` file. `load_scenario` checks every key against the
+dataclasses below, so a misspelt key is a ValueError naming it rather than a silent default.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+
+import yaml
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,16 @@ A100_SXM4_80GB = Sku(
     mfu_range=(0.45, 0.50),
     gemm_fraction_range=(0.78, 0.80),
 )
+H200_SXM = Sku(
+    name="H200-SXM",
+    model_name="NVIDIA H200",
+    peak_bf16_flops=989.4e12,  # dbt_project/seeds/gpu_sku_specs.csv
+    power_limit_w=700.0,
+    idle_power_w=75.0,
+    mfu_range=(0.38, 0.48),  # same compute as H100, more HBM bandwidth
+    gemm_fraction_range=(0.78, 0.80),
+)
+SKUS: dict[str, Sku] = {sku.name: sku for sku in (H100_SXM, A100_SXM4_80GB, H200_SXM)}
 
 
 @dataclass(frozen=True)
@@ -200,11 +220,119 @@ def demo() -> Scenario:
     )
 
 
-SCENARIOS = {"demo": demo}
+SCENARIOS = {"demo": demo}  # code-defined; scenarios/demo.yaml must equal demo() (tested)
+SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
 
-def get_scenario(name: str) -> Scenario:
+def scenario_names() -> list[str]:
+    """Every scenario `get_scenario` knows by name: the YAML files in scenarios/ and the code ones."""
+    return sorted({path.stem for path in SCENARIO_DIR.glob("*.yaml")} | set(SCENARIOS))
+
+
+def get_scenario(name: str | os.PathLike[str]) -> Scenario:
+    """A scenario by name (scenarios/<name>.yaml, else a code-defined one) or by path to a .yaml file."""
+    text = os.fspath(name)
+    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"scenario file {text!r} does not exist")
+        return load_scenario(path)
+    path = SCENARIO_DIR / f"{text}.yaml"
+    if path.is_file():
+        return load_scenario(path)
     try:
-        return SCENARIOS[name]()
+        return SCENARIOS[text]()
     except KeyError:
-        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}") from None
+        raise KeyError(f"unknown scenario {text!r}; known: {', '.join(scenario_names())}") from None
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read a scenario YAML file; `name` defaults to the file's stem."""
+    path = Path(path)
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a scenario file must be a mapping of keys, got {type(data).__name__}")
+    data.setdefault("name", path.stem)
+    try:
+        return scenario_from_dict(data)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def scenario_from_dict(data: dict) -> Scenario:
+    """Build a Scenario from plain data (as parsed from YAML), checking every key and value type."""
+    return _build(Scenario, data, "scenario")
+
+
+def _build(cls: type, data: object, where: str):
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(known)})")
+    kwargs = {key: _convert(hints[key], value, f"{where}.{key}") for key, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as error:  # a required key is missing
+        raise ValueError(f"{where}: {error}") from None
+
+
+def _convert(hint, value, where: str):
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return _convert(inner, value, where)
+    if hint is Sku:
+        if isinstance(value, str):
+            if value not in SKUS:
+                raise ValueError(f"{where}: unknown SKU {value!r}; known: {', '.join(SKUS)} (or give a mapping)")
+            return SKUS[value]
+        return _build(Sku, value, where)
+    if is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin is tuple:
+        if isinstance(value, dict):  # (key, value) pairs may be written as a mapping
+            value = list(value.items())
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+        if len(value) != len(args):
+            raise ValueError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(_convert(arg, item, f"{where}[{i}]") for i, (arg, item) in enumerate(zip(args, value)))
+    if hint is dt.date:
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return dt.date.fromisoformat(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{where}: expected a date YYYY-MM-DD, got {value!r}")
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: expected a string, got {value!r} (quote versions like '12.4')")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 4e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    raise ValueError(f"{where}: unsupported type {hint!r}")  # pragma: no cover - a new field's type
