@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, ContextManager
 
 import numpy as np
 
 from probes.backends import Backend, hostname, import_torch, select_backend
+from probes.common import RunInfo, error_text, measured, unmeasured
 from probes.context import CpuLoad, base_context
 from probes.records import ProbeResult, make_run_id, utc_now
 from probes.specs import peak_tflops
-from probes.stats import extras, summarize
 from probes.throttle import UNKNOWN, ReasonSampler
 from probes.verdict import FRACTION_FLOOR, judge
 
@@ -255,19 +255,8 @@ def run_gemm(
             "fraction_floor": floor,
         }
     )
-    fields = dict(
-        run_id=run_id,
-        node=node,
-        gpu_uuid=backend.gpu_uuid,
-        gpu_index=backend.gpu_index,
-        sku=backend.sku,
-        device_kind=backend.device_kind,
-        probe=PROBE,
-        metric=metric_name(ran_dtype, size),
-        unit=UNIT,
-        peak=peak,
-        started_at=started_at,
-    )
+    info = RunInfo(run_id=run_id, node=node, started_at=started_at, backend=backend)
+    metric = metric_name(ran_dtype, size)
     sampler = ReasonSampler(backend.gpu_uuid) if backend.device_kind == "cuda" and backend.backend == "torch" else None
     try:
         load = CpuLoad()
@@ -293,45 +282,18 @@ def run_gemm(
                 {"nvml_available": False, "nvml_error": "no GPU" if backend.device_kind == "cpu" else "not sampled"}
             )
         samples = [flops_per_product(size) / s / 1e12 for s in timing.seconds]
-        summary = summarize(samples)
-        context["stats"] = extras(samples)
         context["rel_error"] = timing.rel_error
         context["rel_error_tolerance"] = TOLERANCE[ran_dtype]
     except Exception as error:  # the run raised: an "error" row, so a probe that did not measure never passes
-        return ProbeResult(
-            **fields,
-            value=None,
-            median=None,
-            iqr=None,
-            ci_low=None,
-            ci_high=None,
-            n=None,
-            throttle_class=UNKNOWN,
-            fraction_of_peak=None,
-            status="error",
-            reason=f"{type(error).__name__}: {error}"[:1000],
-            context=context,
-        )
-    fraction = summary.median / peak if peak else None
+        return unmeasured(info, PROBE, metric, UNIT, "error", error_text(error), context, peak=peak)
+    throttle_class = sampler.throttle_class if sampler is not None else UNKNOWN
+    row = measured(info, PROBE, metric, UNIT, samples, context, peak=peak, throttle_class=throttle_class)
     status, reason = judge(
-        backend.device_kind, fraction, floor=floor, label=f"sku {backend.sku!r} and dtype {ran_dtype}"
+        backend.device_kind, row.fraction_of_peak, floor=floor, label=f"sku {backend.sku!r} and dtype {ran_dtype}"
     )
     if not np.isfinite(timing.rel_error) or timing.rel_error > TOLERANCE[ran_dtype]:
         check = (
             f"result check failed: relative error {timing.rel_error:.3g} vs fp64 (tolerance {TOLERANCE[ran_dtype]:g})"
         )
         status, reason = "fail", f"{check}; {reason}" if reason else check
-    return ProbeResult(
-        **fields,
-        value=summary.median,
-        median=summary.median,
-        iqr=summary.iqr,
-        ci_low=summary.ci_low,
-        ci_high=summary.ci_high,
-        n=summary.n,
-        throttle_class=sampler.throttle_class if sampler is not None else UNKNOWN,
-        fraction_of_peak=fraction,
-        status=status,
-        reason=reason,
-        context=context,
-    )
+    return replace(row, status=status, reason=reason)
