@@ -87,6 +87,15 @@ def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
     return pa.schema([pa.field(name, dtype) for name, dtype in fields])
 
 
+# The columns every trace table starts with: which capture (trace file) and which rank of which job.
+TRACE_IDENTITY = (
+    ("capture_id", pa.string()),
+    ("trace_format", pa.string()),
+    ("host", pa.string()),
+    ("job_id", pa.string()),
+    ("rank", pa.int32()),
+)
+
 RAW_TABLES: dict[str, RawTable] = {
     table.source: table
     for table in [
@@ -275,11 +284,7 @@ RAW_TABLES: dict[str, RawTable] = {
             source="trace_events",
             fed_by=("kineto", "nsys"),
             schema=_schema(
-                ("capture_id", pa.string()),
-                ("trace_format", pa.string()),
-                ("host", pa.string()),
-                ("job_id", pa.string()),
-                ("rank", pa.int32()),
+                *TRACE_IDENTITY,
                 ("device_index", pa.int32()),
                 ("stream", pa.int64()),
                 ("category", pa.string()),  # kernel|memcpy|memset|sync|runtime|annotation|range_profiler
@@ -308,11 +313,7 @@ RAW_TABLES: dict[str, RawTable] = {
             source="trace_rank_breakdowns",
             fed_by=("kineto", "nsys"),
             schema=_schema(
-                ("capture_id", pa.string()),
-                ("trace_format", pa.string()),
-                ("host", pa.string()),
-                ("job_id", pa.string()),
-                ("rank", pa.int32()),
+                *TRACE_IDENTITY,
                 ("rank_source", pa.string()),  # trace | path | NULL
                 ("world_size", pa.int32()),
                 ("device_index", pa.int32()),
@@ -347,11 +348,7 @@ RAW_TABLES: dict[str, RawTable] = {
             source="trace_idle_breakdowns",
             fed_by=("kineto", "nsys"),
             schema=_schema(
-                ("capture_id", pa.string()),
-                ("trace_format", pa.string()),
-                ("host", pa.string()),
-                ("job_id", pa.string()),
-                ("rank", pa.int32()),
+                *TRACE_IDENTITY,
                 ("device_index", pa.int32()),
                 ("stream", pa.int64()),
                 ("activity_count", pa.int64()),
@@ -373,11 +370,7 @@ RAW_TABLES: dict[str, RawTable] = {
             source="trace_kernel_types",
             fed_by=("kineto", "nsys"),
             schema=_schema(
-                ("capture_id", pa.string()),
-                ("trace_format", pa.string()),
-                ("host", pa.string()),
-                ("job_id", pa.string()),
-                ("rank", pa.int32()),
+                *TRACE_IDENTITY,
                 ("device_index", pa.int32()),
                 ("kernel_type", pa.string()),  # compute | communication | memory
                 ("activity_count", pa.int64()),
@@ -393,11 +386,7 @@ RAW_TABLES: dict[str, RawTable] = {
             source="trace_step_busy",
             fed_by=("kineto", "nsys"),
             schema=_schema(
-                ("capture_id", pa.string()),
-                ("trace_format", pa.string()),
-                ("host", pa.string()),
-                ("job_id", pa.string()),
-                ("rank", pa.int32()),
+                *TRACE_IDENTITY,
                 ("device_index", pa.int32()),
                 ("step", pa.int64()),
                 ("step_start_ns", pa.int64()),
