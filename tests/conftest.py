@@ -58,12 +58,9 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> D
 @pytest.fixture(scope="session")
 def demo_snapshot(demo_home: DataHome):
     """Run SQL on the demo's published snapshot."""
-    from perf_assets.lib.warehouse import query_published
+    from perf_assets.lib.warehouse import published_frame
 
     def run(sql: str):
-        import pandas as pd
-
-        columns, rows = query_published(demo_home, sql)
-        return pd.DataFrame(rows, columns=columns)
+        return published_frame(demo_home, sql)
 
     return run

@@ -9,7 +9,7 @@ import pandas as pd
 
 from perf_assets.lib.detection import describe_regression
 from perf_assets.lib.paths import DataHome
-from perf_assets.lib.warehouse import query_published
+from perf_assets.lib.warehouse import published_frame
 
 FACTOR_SQL = """
 select
@@ -27,11 +27,6 @@ from {table}
 group by all
 order by 1
 """
-
-
-def _frame(home: DataHome, sql: str) -> pd.DataFrame:
-    columns, rows = query_published(home, sql)
-    return pd.DataFrame(rows, columns=columns)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -57,9 +52,9 @@ def goodput_lines(frame: pd.DataFrame) -> list[str]:
 
 def summary(home: DataHome) -> str:
     """Pooled Σnumerator/Σdenominator over the whole window (never a mean of daily ratios)."""
-    fleet = _frame(home, FACTOR_SQL.format(label="'fleet'", table="fct_fleet_day"))
-    clusters = _frame(home, FACTOR_SQL.format(label="cluster", table="fct_cluster_day"))
-    found = _frame(home, "select * from regressions order by grain desc, entity_id, change_date, metric")
+    fleet = published_frame(home, FACTOR_SQL.format(label="'fleet'", table="fct_fleet_day"))
+    clusters = published_frame(home, FACTOR_SQL.format(label="cluster", table="fct_cluster_day"))
+    found = published_frame(home, "select * from regressions order by grain desc, entity_id, change_date, metric")
     lines = [
         "Fleet goodput (capacity lens, dense BF16 peak):",
         *goodput_lines(fleet),

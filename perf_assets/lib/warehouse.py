@@ -8,11 +8,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 from filelock import FileLock, Timeout
 
 from perf_assets.lib.paths import DataHome
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Schemas copied into the published snapshot. Staging views read the lake directly, so users
 # query the lake's Parquet (or these tables) rather than a copy of every raw row.
@@ -107,3 +111,11 @@ def query_published(home: DataHome, sql: str) -> tuple[list[str], list[tuple]]:
         return columns, cursor.fetchall() if cursor.description else []
     finally:
         connection.close()
+
+
+def published_frame(home: DataHome, sql: str) -> "pd.DataFrame":
+    """`query_published` as a DataFrame (alerts, evaluation, the report and tests read it this way)."""
+    import pandas as pd
+
+    columns, rows = query_published(home, sql)
+    return pd.DataFrame(rows, columns=columns)

@@ -3,12 +3,11 @@
 from datetime import datetime, timezone
 
 import dagster as dg
-import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.alerts import append_new_alerts, build_alerts
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
-from perf_assets.lib.warehouse import query_published
+from perf_assets.lib.warehouse import published_frame
 
 
 @dg.asset(
@@ -21,10 +20,8 @@ from perf_assets.lib.warehouse import query_published
 )
 def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
     home = perfwh.home()
-    columns, rows = query_published(home, f"select * from {REGRESSIONS_TABLE}")
-    batch = append_new_alerts(
-        home.alerts_dir, build_alerts(pd.DataFrame(rows, columns=columns)), datetime.now(timezone.utc).isoformat()
-    )
+    found = published_frame(home, f"select * from {REGRESSIONS_TABLE}")
+    batch = append_new_alerts(home.alerts_dir, build_alerts(found), datetime.now(timezone.utc).isoformat())
     for alert in batch.appended:
         context.log.warning(f"ALERT {alert['alert_id']}: {alert['summary']}")
     return dg.MaterializeResult(

@@ -3,12 +3,11 @@
 import json
 
 import dagster as dg
-import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
 from perf_assets.lib.evaluation import evaluate, load_labels
-from perf_assets.lib.warehouse import query_published
+from perf_assets.lib.warehouse import published_frame
 
 
 @dg.asset(
@@ -22,8 +21,8 @@ from perf_assets.lib.warehouse import query_published
 def detection_evaluation(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
     home = perfwh.home()
     labels = load_labels(home.labels_file)
-    columns, rows = query_published(home, f"select * from {REGRESSIONS_TABLE}")
-    result = evaluate(pd.DataFrame(rows, columns=columns), labels)
+    found = published_frame(home, f"select * from {REGRESSIONS_TABLE}")
+    result = evaluate(found, labels)
     (home.reports_dir / "evaluation.json").write_text(json.dumps(result.as_dict(), indent=2, default=str))
     context.log.info(result.line())
     metadata = {
