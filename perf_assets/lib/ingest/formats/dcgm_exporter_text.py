@@ -11,7 +11,6 @@ written; `# HELP`/`# TYPE` lines are read past (units live in the dcgm_fields se
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,11 +42,7 @@ def parse_dcgm_exporter_text(landed: LandedFile) -> pa.Table:
         if gpu is None:
             rows.unattributed += 1
             continue
-        ts = (
-            scraped_at
-            if sample.timestamp_ms is None
-            else datetime.fromtimestamp(sample.timestamp_ms / 1000, tz=timezone.utc)
-        )
+        ts = sample.sampled_at(scraped_at)
         rows.add_series(gpu, sample.name, sample.labels, [(ts, sample_value(sample.value))])
     return rows.table(landed)
 

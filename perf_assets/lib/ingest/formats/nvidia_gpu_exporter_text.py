@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -91,11 +90,7 @@ def parse_nvidia_gpu_exporter_text(landed: LandedFile) -> pa.Table:
         if gpu is None or (gpu.gpu_uuid is None and gpu.gpu_index is None):
             rows.unattributed += 1
             continue
-        ts = (
-            scraped_at
-            if sample.timestamp_ms is None
-            else datetime.fromtimestamp(sample.timestamp_ms / 1000, tz=timezone.utc)
-        )
+        ts = sample.sampled_at(scraped_at)
         text_value = None
         if sample.name == INFO_METRIC:
             text_value = json.dumps({k: v for k, v in sample.labels.items() if k != "uuid"}, sort_keys=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from perf_assets.lib.ingest.formats.decompress import read_text
 from perf_assets.lib.ingest.formats.errors import QuarantineError
@@ -25,6 +26,12 @@ class Sample:
     labels: dict[str, str]
     value: str  # as written: "8.969000", "NaN", "+Inf"
     timestamp_ms: int | None
+
+    def sampled_at(self, scraped_at: datetime | None) -> datetime | None:
+        """The sample's own timestamp when the exposition carries one, else the scrape time."""
+        if self.timestamp_ms is None:
+            return scraped_at
+        return datetime.fromtimestamp(self.timestamp_ms / 1000, tz=timezone.utc)
 
 
 @dataclass
