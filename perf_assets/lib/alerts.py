@@ -474,7 +474,7 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
 
 def read_alerts(alerts_dir: Path) -> list[dict]:
     """Every alert's current state, oldest first."""
-    return sorted(fold(read_events(alerts_dir)).values(), key=lambda alert: (alert["created_at"], alert["alert_id"]))
+    return list(fold(read_events(alerts_dir)).values())  # in the order they were created
 
 
 def is_silenced(alert: dict, now: datetime) -> bool:
@@ -511,6 +511,9 @@ def _alert_id(incident: dict) -> str:
 def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
     """The stored alert this incident is: same entity, metric group and direction, change day ± 2 days.
 
+    The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
+    that wanders a day at a time cannot drag an alert along.
+
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
@@ -525,7 +528,8 @@ def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
             incident["direction"],
         ):
             continue
-        distance = abs((date.fromisoformat(alert["change_date"]) - change).days)
+        anchor = alert.get("dedup_change_date") or alert["change_date"]  # the change day it was opened with
+        distance = abs((date.fromisoformat(anchor) - change).days)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
@@ -575,6 +579,7 @@ def upsert_incidents(
                 continue
             alert = dict(incident) | assess(incident, tree, installed_gs, config)
             alert["owner"] = config.owners.get(incident["entity_id"])
+            alert["dedup_change_date"] = incident["change_date"]
             annotation = matching_annotation(incident, annotations)
             status = "open"
             if annotation is not None:
