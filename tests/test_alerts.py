@@ -518,3 +518,29 @@ def test_cli_ack_resolve_silence_and_errors(tmp_path, capsys):
     assert main(["alerts", "resolve", alert["alert_id"], "--by", "bo", *home]) == 0
     assert main(["alerts", "list", "--status", "resolved", *home]) == 0
     assert alert["alert_id"] in capsys.readouterr().out
+
+
+def test_a_failing_webhook_is_tried_once_per_tick_and_everything_stays_pending(tmp_path, receiver):
+    server = receiver(["500"] * 20)
+    upsert(tmp_path, regression(entity="alpha"), regression(entity="beta"))
+
+    for tick in (1, 2):
+        report = deliver(tmp_path, hook_config(server.url), now=NOW)
+        assert report.pending == 2 and len(report.failed) == 1
+        assert len(server.requests) == 3 * tick  # three attempts for the first alert, the second waits
+    assert {alert["status"] for alert in read_alerts(tmp_path)} == {"open"}
+
+
+def test_a_second_delivery_pass_does_not_run_while_one_holds_the_lock(tmp_path):
+    from filelock import FileLock
+
+    upsert(tmp_path, regression())
+    with FileLock(str(tmp_path / ".delivery.lock")):
+        done = threading.Thread(
+            target=lambda: results.append(deliver(tmp_path, AlertConfig(), now=NOW, lock_timeout_s=0.1))
+        )
+        results: list = []
+        done.start()
+        done.join()
+    assert results[0].delivered == [] and "another delivery pass" in results[0].skipped[0]
+    assert len(deliver(tmp_path, AlertConfig(), now=NOW).delivered) == 1

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 import requests
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from perf_assets.lib.alerts import (
     AlertConfig,
@@ -220,90 +220,89 @@ def deliver(
     actor: str = "delivery",
     sleep: Callable[[float], None] = time.sleep,
     record: Callable[[Path, list[dict]], None] = append_events,
+    budget_s: float | None = None,
+    lock_timeout_s: float = 600.0,
 ) -> DeliveryReport:
-    """Send every pending alert to each sink of its route not yet delivered; record each outcome."""
+    """Send every pending alert to each sink of its route not yet delivered; record each outcome.
+
+    One pass at a time (alerts/.delivery.lock; a pass that cannot take it within `lock_timeout_s`
+    does nothing). A sink that fails in this pass is not tried again for the other alerts of the
+    pass (they stay pending), and no send starts after `budget_s` seconds (a sensor tick is short).
+    """
     report = DeliveryReport()
     alerts_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(alerts_dir / ".delivery.lock"), timeout=600):
-        with _lock(alerts_dir):
-            every = fold(read_events(alerts_dir)).values()
-        now = now or utcnow()
-        report.silenced = sum(alert["status"] == "open" and is_silenced(alert, now) for alert in every)
-        for alert in [a for a in every if a["status"] == "open" and not is_silenced(a, now)]:
-            alert_id = alert["alert_id"]
-            outstanding = []
-            reached = 0
-            for sink in routed_sinks(alert, config):
-                if alert["deliveries"].get(sink, {}).get("status") == "delivered":
-                    reached += 1
-                    continue
-                spec = config.sinks[sink]
-                try:
-                    check_available(spec)
-                except SinkUnavailable as why:
-                    message = f"sink {sink!r} ({spec['type']}) skipped: {why}"
-                    if message not in report.skipped:
-                        report.skipped.append(message)
-                        log.warning(message)
-                    continue
-                body = payload(alert, sink)
-                key = body["idempotency_key"]
-                with _lock(alerts_dir):
-                    record(
-                        alerts_dir,
-                        [_event("delivery_started", alert_id, utcnow(), actor, sink=sink, idempotency_key=key)],
-                    )
-                try:
-                    outcome = send(spec, body, alerts_dir, sleep=sleep)
-                except SinkUnavailable as why:  # raced with the environment: recorded as a failure
-                    outcome = SendOutcome(False, 0, str(why))
-                with _lock(alerts_dir):
-                    if outcome.ok:
-                        record(
-                            alerts_dir,
-                            [
-                                _event(
-                                    "delivered",
-                                    alert_id,
-                                    utcnow(),
-                                    actor,
-                                    sink=sink,
-                                    idempotency_key=key,
-                                    attempts=outcome.attempts,
-                                    detail=outcome.detail,
-                                )
-                            ],
-                        )
-                    else:
-                        record(
-                            alerts_dir,
-                            [
-                                _event(
-                                    "delivery_failed",
-                                    alert_id,
-                                    utcnow(),
-                                    actor,
-                                    sink=sink,
-                                    idempotency_key=key,
-                                    attempts=outcome.attempts,
-                                    error=outcome.detail,
-                                )
-                            ],
-                        )
-                if outcome.ok:
-                    report.delivered.append((alert_id, sink))
-                    reached += 1
-                else:
-                    report.failed.append((alert_id, sink, outcome.detail))
-                    outstanding.append(sink)
-            if outstanding or not reached:  # not one sink reached: stays pending, never marked notified
-                report.pending += 1
-                continue
-            with _lock(alerts_dir):
-                current = fold(read_events(alerts_dir)).get(alert_id, {})
-                if current.get("status") == "open":  # not acknowledged or resolved meanwhile
-                    record(
-                        alerts_dir, [_event("notified", alert_id, utcnow(), actor, sinks=routed_sinks(alert, config))]
-                    )
-                    report.notified.append(alert_id)
+    pass_lock = FileLock(str(alerts_dir / ".delivery.lock"), timeout=lock_timeout_s)
+    try:
+        pass_lock.acquire()
+    except Timeout:
+        report.skipped.append("another delivery pass holds alerts/.delivery.lock")
+        return report
+    try:
+        _deliver_pass(alerts_dir, config, report, now or utcnow(), actor, sleep, record, budget_s)
+    finally:
+        pass_lock.release()
     return report
+
+
+def _record_outcome(record, alerts_dir: Path, alert_id: str, sink: str, key: str, actor: str, outcome) -> None:
+    fields = {"sink": sink, "idempotency_key": key, "attempts": outcome.attempts}
+    if outcome.ok:
+        event = _event("delivered", alert_id, utcnow(), actor, detail=outcome.detail, **fields)
+    else:
+        event = _event("delivery_failed", alert_id, utcnow(), actor, error=outcome.detail, **fields)
+    with _lock(alerts_dir):
+        record(alerts_dir, [event])
+
+
+def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_s) -> None:
+    started = time.monotonic()
+    down: set[str] = set()
+    with _lock(alerts_dir):
+        every = list(fold(read_events(alerts_dir)).values())
+    report.silenced = sum(alert["status"] == "open" and is_silenced(alert, now) for alert in every)
+    for alert in [a for a in every if a["status"] == "open" and not is_silenced(a, now)]:
+        alert_id = alert["alert_id"]
+        outstanding = []
+        reached = 0
+        for sink in routed_sinks(alert, config):
+            if alert["deliveries"].get(sink, {}).get("status") == "delivered":
+                reached += 1
+                continue
+            spec = config.sinks[sink]
+            if sink in down or (budget_s is not None and time.monotonic() - started > budget_s):
+                outstanding.append(sink)  # retried on the next tick
+                continue
+            try:
+                check_available(spec)
+            except SinkUnavailable as why:
+                message = f"sink {sink!r} ({spec['type']}) skipped: {why}"
+                if message not in report.skipped:
+                    report.skipped.append(message)
+                    log.warning(message)
+                continue
+            body = payload(alert, sink)
+            key = body["idempotency_key"]
+            with _lock(alerts_dir):
+                record(
+                    alerts_dir, [_event("delivery_started", alert_id, utcnow(), actor, sink=sink, idempotency_key=key)]
+                )
+            try:
+                outcome = send(spec, body, alerts_dir, sleep=sleep)
+            except SinkUnavailable as why:  # raced with the environment: recorded as a failure
+                outcome = SendOutcome(False, 0, str(why))
+            _record_outcome(record, alerts_dir, alert_id, sink, key, actor, outcome)
+            if outcome.ok:
+                report.delivered.append((alert_id, sink))
+                reached += 1
+            else:
+                report.failed.append((alert_id, sink, outcome.detail))
+                outstanding.append(sink)
+                down.add(sink)
+        if outstanding or not reached:  # not one sink reached: stays pending, never marked notified
+            report.pending += 1
+            continue
+        with _lock(alerts_dir):
+            current = fold(read_events(alerts_dir)).get(alert_id, {})
+            if current.get("status") == "open":  # not acknowledged or resolved meanwhile
+                record(alerts_dir, [_event("notified", alert_id, utcnow(), actor, sinks=routed_sinks(alert, config))])
+                report.notified.append(alert_id)

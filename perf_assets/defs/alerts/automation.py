@@ -44,7 +44,9 @@ daily_detection_schedule = dg.ScheduleDefinition(
 )
 def alert_delivery(context: dg.SensorEvaluationContext):
     home = data_home()
-    report = deliver(home.alerts_dir, load_config(home.root), actor="sensor:alert_delivery")
+    report = deliver(
+        home.alerts_dir, load_config(home.root), actor="sensor:alert_delivery", budget_s=40.0, lock_timeout_s=5.0
+    )
     for alert_id, sink, detail in report.failed:
         context.log.warning(f"alert {alert_id} not delivered to {sink}: {detail} (retried next tick)")
     return dg.SkipReason(report.line())
