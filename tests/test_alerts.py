@@ -544,3 +544,29 @@ def test_a_second_delivery_pass_does_not_run_while_one_holds_the_lock(tmp_path):
         done.join()
     assert results[0].delivered == [] and "another delivery pass" in results[0].skipped[0]
     assert len(deliver(tmp_path, AlertConfig(), now=NOW).delivered) == 1
+
+
+@pytest.mark.slow
+def test_the_demo_build_opens_alerts_sized_in_gpu_hours(demo_home, tmp_path, capsys):
+    """The demo's NCCL/image rollout on alpha: an open alert with its loss, confidence and severity."""
+    import shutil
+
+    from perf_assets.cli import main
+
+    alerts = read_alerts(demo_home.alerts_dir)
+    alpha = [alert for alert in alerts if alert["entity_id"] == "alpha"]
+    assert len(alpha) == 1 and alpha[0]["status"] == "open" and alpha[0]["direction"] == "regression"
+    size = alpha[0]["impact"]
+    assert size["installed_gpu_hours_per_day"] > 0 and size["lost_gpu_hours_per_day"] > 0
+    assert (
+        size["lost_gpu_hours_per_day_ci"][0] <= size["lost_gpu_hours_per_day"] <= size["lost_gpu_hours_per_day_ci"][1]
+    )
+    assert alpha[0]["severity"] in ("minor", "major", "critical") and alpha[0]["confidence"] in ("high", "medium")
+
+    copy = tmp_path / "home"
+    shutil.copytree(demo_home.alerts_dir, copy / "alerts")  # deliver on a copy: the session's store stays as built
+    assert main(["alerts", "deliver", "--data-dir", str(copy)]) == 0
+    assert main(["alerts", "list", "--data-dir", str(copy)]) == 0
+    listed = capsys.readouterr().out
+    assert "notified" in listed and "alpha" in listed
+    assert len((copy / "alerts" / "alerts.jsonl").read_text().splitlines()) == len(alerts)
