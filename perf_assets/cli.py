@@ -150,7 +150,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    from perf_assets.lib.alerts import ACTIVE_STATUSES, AlertError, is_silenced, read_alerts, transition, utcnow
+    from perf_assets.lib.alerts import (
+        ACTIVE_STATUSES,
+        STATUSES,
+        AlertError,
+        is_silenced,
+        read_alerts,
+        transition,
+        utcnow,
+    )
 
     home = _home(args)
     action = getattr(args, "alerts_command", None) or "list"
@@ -170,6 +178,10 @@ def cmd_alerts(args: argparse.Namespace) -> int:
             return 0
     except (AlertError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    unknown = set((args.status or "").split(",")) - set(STATUSES) - {""}
+    if unknown:
+        print(f"error: unknown status {', '.join(sorted(unknown))}; one of {', '.join(STATUSES)}", file=sys.stderr)
         return 2
     now = utcnow()
     alerts = read_alerts(home.alerts_dir)

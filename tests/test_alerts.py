@@ -139,6 +139,13 @@ def test_a_change_point_that_moves_by_up_to_two_days_does_not_realert(tmp_path):
     assert len(upsert(tmp_path, regression("2026-11-12")).opened) == 1
 
 
+def test_float_noise_of_a_rebuild_is_not_new_evidence(tmp_path):
+    upsert(tmp_path, regression(effect=-0.12))
+    again = upsert(tmp_path, regression(effect=-0.12 * (1 + 1e-14)))
+    assert again.unchanged == 1 and again.updated == []
+    assert len(read_events(tmp_path)) == 1
+
+
 def test_a_regression_that_returns_after_resolve_opens_a_new_alert(tmp_path):
     (old,) = upsert(tmp_path, regression("2026-11-09")).opened
     transition(tmp_path, old["alert_id"], "resolve", actor="ana", resolved_on=date(2026, 11, 15), now=NOW)

@@ -539,6 +539,17 @@ def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
     return best[1] if best else None
 
 
+def same_evidence(a: Any, b: Any) -> bool:
+    """Equal, with floats equal to 1e-9 relative (a rebuild re-sums floats: the last bits move)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_evidence(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_evidence(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 EVIDENCE_FIELDS = ("change_date", "summary", "regression_ids", "metrics", "top_factor", "coinciding_changes")
 
 
@@ -568,7 +579,11 @@ def upsert_incidents(
         for incident in incidents:
             match = find_match(alerts.values(), incident)
             if match is not None:
-                changes = {name: incident[name] for name in EVIDENCE_FIELDS if match.get(name) != incident[name]}
+                changes = {
+                    name: incident[name]
+                    for name in EVIDENCE_FIELDS
+                    if not same_evidence(match.get(name), incident[name])
+                }
                 if changes and match["status"] != "resolved":
                     changes |= assess(incident, tree, installed_gs, config)
                     events.append(_event("updated", match["alert_id"], now, actor, changes=changes))
