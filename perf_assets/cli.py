@@ -189,17 +189,24 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         alerts = [alert for alert in alerts if alert["status"] in args.status.split(",")]
     elif not args.all:
         alerts = [alert for alert in alerts if alert["status"] in ACTIVE_STATUSES]
+    if alerts and not args.json:
+        print(
+            f"{'ID':<12}  {'STATUS':<12}  {'SEVERITY':<8}  {'CONF':<6}  {'LOST GPU-h/d':>12}  {'CHANGE':<10}  "
+            f"{'ENTITY':<16}  {'OWNER':<10}  {'SILENCED TO':<11}  SUMMARY"
+        )
     for alert in alerts:
         if args.json:
             print(json.dumps({k: v for k, v in alert.items() if k != "history"}, sort_keys=True, default=str))
             continue
-        status = alert["status"] + (f" (silenced to {alert['silenced_until']})" if is_silenced(alert, now) else "")
-        lost = (alert.get("impact") or {}).get("lost_gpu_hours_per_day")
-        lost = (alert.get("impact") or {}).get("lost_h100_equivalent_hours_per_day") if lost is None else lost
-        size = f"{lost:8.1f}" if lost is not None else "       ?"
+        size = alert.get("impact") or {}
+        lost = size.get("lost_gpu_hours_per_day")
+        lost = size.get("lost_h100_equivalent_hours_per_day") if lost is None else lost
+        silenced = alert["silenced_until"] if is_silenced(alert, now) else "-"
+        entity = "fleet" if alert["grain"] == "fleet" else f"{alert['grain']} {alert['entity_id']}"
         print(
-            f"{alert['alert_id']}  {status:<14} {alert.get('severity', '?'):<8} {size} GPU-h/d  "
-            f"{alert['change_date']}  {alert['grain']} {alert['entity_id']}  {alert.get('owner') or '-'}  "
+            f"{alert['alert_id']:<12}  {alert['status']:<12}  {alert.get('severity') or '?':<8}  "
+            f"{alert.get('confidence') or '?':<6}  {'?' if lost is None else f'{lost:.1f}':>12}  "
+            f"{alert['change_date']:<10}  {entity:<16}  {alert.get('owner') or '-':<10}  {silenced:<11}  "
             f"{alert['summary']}"
         )
     if not alerts and not args.json:
