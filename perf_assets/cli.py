@@ -150,17 +150,67 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    from perf_assets.lib.alerts import read_alerts
+    from perf_assets.lib.alerts import (
+        ACTIVE_STATUSES,
+        STATUSES,
+        AlertError,
+        is_silenced,
+        read_alerts,
+        transition,
+        utcnow,
+    )
 
-    alerts = read_alerts(_home(args).alerts_dir)
-    for alert in alerts:
+    home = _home(args)
+    action = getattr(args, "alerts_command", None) or "list"
+    try:
+        if action == "deliver":
+            from perf_assets.lib.alert_delivery import deliver
+            from perf_assets.lib.alerts import load_config
+
+            print(deliver(home.alerts_dir, load_config(home.root), actor=f"cli:{args.by or 'perfwh'}").line())
+            return 0
+        if action in ("ack", "resolve", "silence"):
+            until = date.fromisoformat(args.until) if action == "silence" else None
+            verb = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence"}[action]
+            alert = transition(home.alerts_dir, args.alert_id, verb, actor=args.by, note=args.note, until=until)
+            extra = f" until {alert['silenced_until']}" if action == "silence" else ""
+            print(f"{alert['alert_id']}  {alert['status']}{extra}  ({alert['summary']})")
+            return 0
+    except (AlertError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    unknown = set((args.status or "").split(",")) - set(STATUSES) - {""}
+    if unknown:
+        print(f"error: unknown status {', '.join(sorted(unknown))}; one of {', '.join(STATUSES)}", file=sys.stderr)
+        return 2
+    now = utcnow()
+    alerts = read_alerts(home.alerts_dir)
+    if args.status:
+        alerts = [alert for alert in alerts if alert["status"] in args.status.split(",")]
+    elif not args.all:
+        alerts = [alert for alert in alerts if alert["status"] in ACTIVE_STATUSES]
+    if alerts and not args.json:
         print(
-            json.dumps(alert, sort_keys=True)
-            if args.json
-            else f"{alert['alert_id']}  {alert['status']:<8} {alert['summary']}"
+            f"{'ID':<12}  {'STATUS':<12}  {'SEVERITY':<8}  {'CONF':<6}  {'LOST GPU-h/d':>12}  {'CHANGE':<10}  "
+            f"{'ENTITY':<16}  {'OWNER':<10}  {'SILENCED TO':<11}  SUMMARY"
         )
-    if not alerts:
-        print("no alerts")
+    for alert in alerts:
+        if args.json:
+            print(json.dumps({k: v for k, v in alert.items() if k != "history"}, sort_keys=True, default=str))
+            continue
+        size = alert.get("impact") or {}
+        lost = size.get("lost_gpu_hours_per_day")
+        lost = size.get("lost_h100_equivalent_hours_per_day") if lost is None else lost
+        silenced = alert["silenced_until"] if is_silenced(alert, now) else "-"
+        entity = "fleet" if alert["grain"] == "fleet" else f"{alert['grain']} {alert['entity_id']}"
+        print(
+            f"{alert['alert_id']:<12}  {alert['status']:<12}  {alert.get('severity') or '?':<8}  "
+            f"{alert.get('confidence') or '?':<6}  {'?' if lost is None else f'{lost:.1f}':>12}  "
+            f"{alert['change_date']:<10}  {entity:<16}  {alert.get('owner') or '-':<10}  {silenced:<11}  "
+            f"{alert['summary']}"
+        )
+    if not alerts and not args.json:
+        print("no alerts" + ("" if args.all or args.status else " open (--all shows resolved and expected ones)"))
     return 0
 
 
@@ -271,8 +321,33 @@ def parser() -> argparse.ArgumentParser:
     probe.add_argument("--all", action="store_true", help="the whole probe catalogue (docs/probes.md), one file")
     probe.add_argument("--quick", action="store_true", help="with --all: tiny sizes (smoke test)")
 
-    alerts = command("alerts", "list the alerts sent", cmd_alerts)
-    alerts.add_argument("--json", action="store_true", help="one JSON object per alert")
+    alerts = command("alerts", "list, acknowledge, resolve or silence alerts (no subcommand: list)", cmd_alerts)
+    alert_commands = alerts.add_subparsers(dest="alerts_command", metavar="{list,ack,resolve,silence,deliver}")
+
+    def alert_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = alert_commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--data-dir", default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+        return sub
+
+    def list_options(target: argparse.ArgumentParser, default) -> None:
+        target.add_argument("--json", action="store_true", default=default, help="one JSON object per alert")
+        target.add_argument("--all", action="store_true", default=default, help="also resolved and expected alerts")
+        target.add_argument("--status", default=default, help="only these statuses, comma-separated")
+
+    list_options(alerts, None)
+    list_options(alert_command("list", "alerts as a table (default: open, notified, acknowledged)"), argparse.SUPPRESS)
+    for name, help_text in (("ack", "acknowledge an alert"), ("resolve", "resolve an alert by hand")):
+        sub = alert_command(name, help_text)
+        sub.add_argument("alert_id", help="alert id (or a unique prefix of 4+ characters)")
+        sub.add_argument("--by", default=None, help="who (default: your login name)")
+        sub.add_argument("--note", default=None, help="free text stored with the change")
+    silence = alert_command("silence", "send nothing for an alert until a day (inclusive, UTC)")
+    silence.add_argument("alert_id", help="alert id (or a unique prefix of 4+ characters)")
+    silence.add_argument("--until", required=True, help="YYYY-MM-DD")
+    silence.add_argument("--by", default=None, help="who (default: your login name)")
+    silence.add_argument("--note", default=None, help="free text stored with the change")
+    deliver = alert_command("deliver", "send pending alerts now (what the alert_delivery sensor does each tick)")
+    deliver.add_argument("--by", default=None, help="actor recorded with the deliveries (default: perfwh)")
     return root
 
 

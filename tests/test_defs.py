@@ -66,6 +66,49 @@ def test_sensor_schedules_and_jobs_exist(definitions, specs):
     assert definitions.resolve_schedule_def("daily_probes").job.name == "probe_local_host"
     assert specs["local_gemm_probe"].group_name == "probes"
     assert definitions.resolve_sensor_def("landing_sensor")
+    detection = definitions.resolve_schedule_def("daily_detection")
+    assert detection.cron_schedule == "0 7 * * *" and detection.default_status == dg.DefaultScheduleStatus.RUNNING
+    detect_job = definitions.resolve_job_def("detect_and_alert")
+    assert {key.to_user_string() for key in detect_job.asset_layer.executable_asset_keys} >= {
+        "regressions",
+        "alert_outbox",
+    }
+    delivery = definitions.resolve_sensor_def("alert_delivery")
+    assert delivery.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_alert_delivery_sensor_sends_pending_alerts(tmp_path, monkeypatch):
+    from perf_assets.defs.alerts.automation import alert_delivery
+    from perf_assets.lib.alerts import read_alerts, upsert_incidents
+
+    monkeypatch.setenv("PERFWH_HOME", str(tmp_path))
+    incident = {
+        "grain": "cluster",
+        "entity_id": "alpha",
+        "metric_group": "goodput",
+        "direction": "regression",
+        "change_date": "2026-11-09",
+        "headline_metric": "goodput",
+        "summary": "regression: goodput of cluster alpha",
+        "regression_ids": ["r1"],
+        "metrics": {
+            "goodput": {
+                "change_date": "2026-11-09",
+                "before_start_date": "2026-11-01",
+                "after_end_date": "2026-11-14",
+                "relative_effect": -0.1,
+            }
+        },
+        "top_factor": None,
+        "coinciding_changes": [],
+    }
+    upsert_incidents(tmp_path / "alerts", [incident])
+
+    result = alert_delivery(dg.build_sensor_context())
+
+    assert isinstance(result, dg.SkipReason) and "delivered 1" in result.skip_message
+    assert read_alerts(tmp_path / "alerts")[0]["status"] == "notified"
+    assert "delivered 0" in alert_delivery(dg.build_sensor_context()).skip_message
 
 
 def test_landing_sensor_requests_one_run_for_new_files(tmp_path, monkeypatch):

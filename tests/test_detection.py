@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perf_assets.lib.alerts import append_new_alerts, build_alerts, read_alerts
+from perf_assets.lib.alerts import build_incidents, read_alerts, upsert_incidents
 from perf_assets.lib.changepoint import DetectorConfig
 from perf_assets.lib.detection import REGRESSION_COLUMNS, detect_regressions, software_changes
 from perf_assets.lib.evaluation import evaluate
@@ -122,20 +122,21 @@ def test_software_changes_lists_components_that_moved():
     ]
 
 
-def test_alerts_are_grouped_per_incident_and_appended_once(tmp_path):
+def test_alerts_are_grouped_per_incident_and_opened_once(tmp_path):
     found = detect_regressions(
         metric_tree("runtime_goodput"), rollout(["a1", "a2"], START + timedelta(days=8)), CLUSTERS, CONFIG
     )
-    alerts = build_alerts(found)
-    assert len(alerts) == 1 and len(alerts[0]["regression_ids"]) == 2
-    assert alerts[0]["summary"].startswith("regression: goodput of cluster alpha from 2026-11-09")
+    incidents = build_incidents(found)
+    assert len(incidents) == 1 and len(incidents[0]["regression_ids"]) == 2
+    assert incidents[0]["summary"].startswith("regression: goodput of cluster alpha from 2026-11-09")
 
-    first = append_new_alerts(tmp_path, alerts, "2026-11-20T00:00:00Z")
-    second = append_new_alerts(tmp_path, build_alerts(found), "2026-11-21T00:00:00Z")
+    first = upsert_incidents(tmp_path, incidents, tree=metric_tree("runtime_goodput"))
+    second = upsert_incidents(tmp_path, build_incidents(found), tree=metric_tree("runtime_goodput"))
 
-    assert len(first.appended) == 1 and second.appended == [] and second.already_sent == 1
+    assert len(first.opened) == 1 and second.opened == [] and second.unchanged == 1
     stored = read_alerts(tmp_path)
-    assert len(stored) == 1 and stored[0]["sent_at"] == "2026-11-20T00:00:00Z"
+    assert len(stored) == 1 and stored[0]["status"] == "open"
+    assert stored[0]["impact"]["lost_h100_equivalent_hours_per_day"] > 0
 
 
 def test_evaluation_counts_detected_labels_and_unexplained_regressions():

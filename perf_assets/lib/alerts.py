@@ -1,87 +1,736 @@
-"""The alert store: each regression becomes one alert, appended once to alerts/alerts.jsonl.
+"""The alert store: regressions become alerts with a lifecycle, kept in an append-only event log.
 
-An alert groups the regressions of one entity that start on the same day (goodput and the factor
-that moved it are one incident, not two pages). Its id is stable, so re-runs, retries and a
-sensor firing twice append nothing new.
+    open ──deliver──▶ notified ──ack──▶ acknowledged ──resolve──▶ resolved
+      │  ╲──────────────ack──────────────▲                           ▲
+      ╰──────────────────────resolve (by hand or automatically)──────╯
+    expected (an annotation covers the change): stored and listed with --all, never sent; resolvable.
+    silenced until a date: an overlay on any unresolved status; nothing is sent while it lasts.
+
+Storage: ``alerts/events.jsonl``, one JSON event per line (time, actor, event, alert id, fields),
+appended under a file lock with fsync; the current state of every alert is the fold of the log.
+A torn last line (crash mid-write) is ignored on read and fenced off by the next append. The
+store never touches the warehouse DuckDB. docs/alerts.md describes the formats and the rules.
 """
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
+import math
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+import yaml
 from filelock import FileLock
 
-from perf_assets.lib.detection import describe_regression
+from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 
-ALERTS_FILE = "alerts.jsonl"
+EVENTS_FILE = "events.jsonl"
+LOCK_FILE = ".store.lock"
+CONFIG_FILE = "alerts.yaml"  # under PERFWH_HOME; PERFWH_ALERTS_CONFIG overrides the path
+ANNOTATIONS_FILE = "annotations.yaml"  # under PERFWH_HOME; PERFWH_ANNOTATIONS overrides the path
+
+STATUSES = ("open", "notified", "acknowledged", "resolved", "expected")
+ACTIVE_STATUSES = ("open", "notified", "acknowledged")
+DEDUP_WINDOW_DAYS = 2
+H100_PEAK_FLOPS = 989.4e12  # dense BF16 peak of an H100-SXM (dbt seed gpu_sku_specs): 1 H100-equivalent GPU
+
+# Which transitions a person (or the delivery) may make; anything else is rejected with a reason.
+TRANSITIONS = {
+    "notify": {"open"},
+    "acknowledge": {"open", "notified"},
+    "resolve": {"open", "notified", "acknowledged", "expected"},
+    "silence": {"open", "notified", "acknowledged", "expected"},
+}
+TARGET = {"notify": "notified", "acknowledge": "acknowledged", "resolve": "resolved"}
+
+
+class AlertError(ValueError):
+    """A request the store refuses: unknown id, ambiguous prefix, or a transition the lifecycle forbids."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- config
 
 
 @dataclass(frozen=True)
-class AlertBatch:
-    appended: list[dict]
-    already_sent: int
+class AlertConfig:
+    """alerts.yaml: sinks, routes, owners, severity thresholds and auto-resolve (docs/alerts.md)."""
+
+    sinks: dict[str, dict] = field(default_factory=lambda: {"file": {"type": "jsonl"}})
+    routes: list[dict] = field(default_factory=list)
+    default_route: list[str] = field(default_factory=lambda: ["file"])
+    owners: dict[str, str] = field(default_factory=dict)  # cluster or job id -> owner
+    critical_gpu_hours_per_day: float = 100.0
+    major_gpu_hours_per_day: float = 10.0
+    auto_resolve_days: int = 3
+
+    @classmethod
+    def from_dict(cls, raw: dict | None) -> "AlertConfig":
+        raw = raw or {}
+        known = {"sinks", "routes", "default_route", "owners", "severity", "auto_resolve"}
+        unknown = set(raw) - known
+        if unknown:
+            raise AlertError(f"alerts config: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+        sinks = raw.get("sinks") or {"file": {"type": "jsonl"}}
+        for name, sink in sinks.items():
+            if not isinstance(sink, dict) or sink.get("type") not in ("jsonl", "webhook", "slack"):
+                raise AlertError(f"alerts config: sink {name!r} needs type jsonl, webhook or slack")
+            if sink["type"] == "webhook" and not sink.get("url"):
+                raise AlertError(f"alerts config: webhook sink {name!r} needs a url")
+        routes = raw.get("routes") or []
+        default_route = list(raw.get("default_route") or ["file"])
+        for route in [*routes, {"sinks": default_route}]:
+            for name in route.get("sinks", []):
+                if name not in sinks:
+                    raise AlertError(f"alerts config: route names sink {name!r}, not among {sorted(sinks)}")
+        severity = raw.get("severity") or {}
+        return cls(
+            sinks=sinks,
+            routes=routes,
+            default_route=default_route,
+            owners={str(k): str(v) for k, v in (raw.get("owners") or {}).items()},
+            critical_gpu_hours_per_day=float(severity.get("critical_gpu_hours_per_day", 100.0)),
+            major_gpu_hours_per_day=float(severity.get("major_gpu_hours_per_day", 10.0)),
+            auto_resolve_days=int((raw.get("auto_resolve") or {}).get("days", 3)),
+        )
 
 
-def _alert_id(grain: str, entity: str, change_date: str) -> str:
-    return hashlib.sha256(f"alert|{grain}|{entity}|{change_date}".encode()).hexdigest()[:16]
+def config_path(home_root: Path) -> Path:
+    return Path(os.environ.get("PERFWH_ALERTS_CONFIG") or home_root / CONFIG_FILE)
 
 
-def build_alerts(regressions: pd.DataFrame) -> list[dict]:
-    """One alert per (grain, entity, change day) of the regressions (improvements do not page)."""
-    alerts = []
-    found = regressions[regressions["change_kind"] == "regression"]
-    for (grain, entity, change_date), group in found.groupby(["grain", "entity_id", "change_date"], sort=True):
-        rows = group.sort_values("p_value").to_dict("records")
-        headline = next((row for row in rows if row["metric"] == "goodput"), rows[0])
-        alerts.append(
+def load_config(home_root: Path) -> AlertConfig:
+    path = config_path(home_root)
+    if not path.exists():
+        return AlertConfig()
+    return AlertConfig.from_dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+# --------------------------------------------------------------------------- annotations
+
+
+def _as_utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, date):
+        return datetime.combine(value, datetime.min.time(), tzinfo=timezone.utc)
+    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def load_annotations(home_root: Path) -> list[dict]:
+    """annotations.yaml: a list under `annotations:` of {kind, scope, start, end, note, metrics?}."""
+    path = Path(os.environ.get("PERFWH_ANNOTATIONS") or home_root / ANNOTATIONS_FILE)
+    if not path.exists():
+        return []
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    items = raw.get("annotations", []) if isinstance(raw, dict) else raw
+    annotations = []
+    for number, item in enumerate(items or [], start=1):
+        if "start" not in item:
+            raise AlertError(f"{path}: annotation {number} has no start")
+        start = _as_utc(item["start"])
+        end = _as_utc(item.get("end") or item["start"])
+        if isinstance(item.get("end"), date) and not isinstance(item.get("end"), datetime):
+            end += timedelta(days=1)  # a date as end means the whole day
+        annotations.append(
             {
-                "alert_id": _alert_id(grain, entity, str(change_date)),
-                "status": "open",
-                "grain": grain,
-                "entity_id": entity,
-                "change_date": str(change_date),
-                "summary": describe_regression(headline),
-                "regression_ids": [row["regression_id"] for row in rows],
-                "metrics": {
-                    row["metric"]: {
-                        "before_level": row["before_level"],
-                        "after_level": row["after_level"],
-                        "relative_effect": row["relative_effect"],
-                        "ci_low": row["ci_low"],
-                        "ci_high": row["ci_high"],
-                        "p_value": row["p_value"],
-                    }
-                    for row in rows
-                },
-                "top_factor": headline["top_factor"],
-                "coinciding_changes": json.loads(headline["coinciding_changes"] or "[]"),
+                "id": str(item.get("id") or f"annotation-{number}"),
+                "kind": str(item.get("kind", "maintenance")),
+                "scope": dict(item.get("scope") or {}),
+                "start": start,
+                "end": end,
+                "note": str(item.get("note", "")),
+                "metrics": list(item.get("metrics") or []),
             }
         )
+    return annotations
+
+
+def matching_annotation(incident: dict, annotations: list[dict]) -> dict | None:
+    """The first annotation whose scope covers the incident's entity and whose window covers its change day.
+
+    Scope keys: `cluster` (one or a list), `fleet: true`, `entity` (any grain); an empty scope is
+    everything. The window is widened by the dedup tolerance (± 2 days), as a change point moves.
+    """
+    change = _as_utc(incident["change_date"])
+    for annotation in annotations:
+        scope = annotation["scope"]
+        if scope:
+            covered = False
+            for key, grain in (("cluster", "cluster"), ("job", "job"), ("entity", None)):
+                if key in scope:
+                    values = scope[key] if isinstance(scope[key], list) else [scope[key]]
+                    if (grain is None or incident["grain"] == grain) and incident["entity_id"] in map(str, values):
+                        covered = True
+            if scope.get("fleet") and incident["grain"] == "fleet":
+                covered = True
+            if not covered:
+                continue
+        if annotation["metrics"] and not set(annotation["metrics"]) & set(incident["metrics"]):
+            continue
+        slack = timedelta(days=DEDUP_WINDOW_DAYS)
+        if annotation["start"] - slack <= change < annotation["end"] + slack:
+            return annotation
+    return None
+
+
+# --------------------------------------------------------------------------- incidents from regressions
+
+
+def metric_group(metric: str) -> str:
+    """Goodput and its spine factors are one incident group; any other metric is its own group."""
+    return "goodput" if metric in DETECTED_NODES else metric
+
+
+def _num(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _day(value: Any) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+def build_incidents(regressions: pd.DataFrame) -> list[dict]:
+    """Regressions grouped into incidents: (grain, entity, metric group, kind), change days chained ± 2 days.
+
+    Improvements do not page. Columns beyond REGRESSION_SCHEMA (e.g. verdict) are carried along;
+    a `verdict` column, when present, drops rows whose verdict is not a confirmed regression.
+    """
+    if regressions.empty:
+        return []
+    found = regressions[regressions["change_kind"] == "regression"].copy()
+    if "verdict" in found.columns:
+        found = found[found["verdict"].isna() | found["verdict"].astype(str).isin(["regression", "confirmed"])]
+    if found.empty:
+        return []
+    found["_group"] = found["metric"].map(metric_group)
+    found["_day"] = found["change_date"].map(_day)
+    incidents = []
+    for (grain, entity, group, kind), rows in found.groupby(["grain", "entity_id", "_group", "change_kind"], sort=True):
+        rows = rows.sort_values("_day")
+        chains: list[list[dict]] = []
+        for row in rows.to_dict("records"):
+            if chains and (row["_day"] - chains[-1][-1]["_day"]).days <= DEDUP_WINDOW_DAYS:
+                chains[-1].append(row)
+            else:
+                chains.append([row])
+        for chain in chains:
+            ranked = sorted(chain, key=lambda row: (row.get("p_value") is None, row.get("p_value") or 0.0))
+            headline = next((row for row in ranked if row["metric"] == group), ranked[0])
+            incidents.append(
+                {
+                    "grain": str(grain),
+                    "entity_id": str(entity),
+                    "metric_group": group,
+                    "direction": kind,
+                    "change_date": headline["_day"].isoformat(),
+                    "headline_metric": headline["metric"],
+                    "summary": describe_regression(headline),
+                    "regression_ids": sorted(str(row["regression_id"]) for row in chain),
+                    "metrics": {
+                        row["metric"]: {
+                            name: _num(row.get(name))
+                            for name in (
+                                "before_level",
+                                "after_level",
+                                "relative_effect",
+                                "ci_low",
+                                "ci_high",
+                                "p_value",
+                                "q_value",
+                            )
+                            if name in row
+                        }
+                        | {
+                            "change_date": row["_day"].isoformat(),
+                            "before_start_date": _day(row["before_start_date"]).isoformat(),
+                            "after_end_date": _day(row["after_end_date"]).isoformat(),
+                        }
+                        for row in chain
+                    },
+                    "top_factor": headline.get("top_factor"),
+                    "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
+                }
+            )
+    return incidents
+
+
+# --------------------------------------------------------------------------- severity
+
+
+def _pooled(series: pd.DataFrame, start: date, stop: date) -> float | None:
+    """Σnumerator/Σdenominator of a (metric_date, numerator, denominator) frame over [start, stop)."""
+    window = series[(series["metric_date"] >= start) & (series["metric_date"] < stop)]
+    denominator = window["denominator"].sum()
+    return float(window["numerator"].sum() / denominator) if denominator > 0 else None
+
+
+def _series(tree: pd.DataFrame | None, grain: str, entity: str, node: str) -> pd.DataFrame:
+    if tree is None or tree.empty:
+        return pd.DataFrame(columns=["metric_date", "numerator", "denominator"])
+    rows = tree[(tree["grain"] == grain) & (tree["entity_id"] == entity) & (tree["node_id"] == node)]
+    rows = rows[["metric_date", "numerator", "denominator"]].copy()
+    rows["metric_date"] = rows["metric_date"].map(_day)
+    return rows.sort_values("metric_date")
+
+
+def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame | None = None) -> dict:
+    """Lost useful GPU-hours per day (docs/alerts.md, "Severity").
+
+    ΔG = after − before of goodput when goodput itself moved, else G_before × relative effect of the
+    factor (goodput is the product of the factors). lost = −ΔG × installed GPU-hours per day over the
+    after window (installed_gs / 3600 from fct_cluster_day / fct_fleet_day), and in H100-equivalent
+    hours = −ΔG × installed peak-FLOP-seconds per day / (989.4e12 × 3600) from metric_tree_daily.
+    The interval uses the effect's 95% CI the same way.
+    """
+    grain, entity = incident["grain"], incident["entity_id"]
+    headline = incident["metrics"][incident["headline_metric"]]
+    change = date.fromisoformat(headline["change_date"])
+    start = date.fromisoformat(headline["before_start_date"])
+    end = date.fromisoformat(headline["after_end_date"]) + timedelta(days=1)
+    goodput = _series(tree, grain, entity, "goodput")
+    g_before = _pooled(goodput, start, change)
+    if g_before is None and incident["headline_metric"] == "goodput":
+        g_before = headline.get("before_level")
+    out: dict[str, Any] = {"goodput_before": g_before}
+    effect = headline.get("relative_effect")
+    if g_before is None or effect is None:
+        return out | {"lost_gpu_hours_per_day": None, "lost_h100_equivalent_hours_per_day": None}
+    loss = [-g_before * value for value in (effect, headline.get("ci_high"), headline.get("ci_low"))]
+    out["delta_goodput"] = -loss[0]
+    after = goodput[(goodput["metric_date"] >= change) & (goodput["metric_date"] < end)]
+    h100 = float(after["denominator"].mean()) / (H100_PEAK_FLOPS * 3600) if len(after) else None
+    gpu_hours = None
+    if installed_gs is not None and not installed_gs.empty:
+        rows = installed_gs[(installed_gs["grain"] == grain) & (installed_gs["entity_id"] == entity)].copy()
+        rows["metric_date"] = rows["metric_date"].map(_day)
+        rows = rows[(rows["metric_date"] >= change) & (rows["metric_date"] < end)]
+        gpu_hours = float(rows["installed_gs"].mean()) / 3600 if len(rows) else None
+    out["installed_gpu_hours_per_day"] = gpu_hours
+    out["installed_h100_equivalent_hours_per_day"] = h100
+    out["lost_gpu_hours_per_day"] = loss[0] * gpu_hours if gpu_hours is not None else None
+    out["lost_h100_equivalent_hours_per_day"] = loss[0] * h100 if h100 is not None else None
+    scale = gpu_hours if gpu_hours is not None else h100
+    if scale is not None and None not in loss[1:]:
+        out["lost_gpu_hours_per_day_ci"] = sorted([loss[1] * scale, loss[2] * scale])
+    return out
+
+
+def confidence(metrics: dict) -> str:
+    """high: the 95% CI excludes zero, p ≤ 0.01 and the CI's half-width ≤ half the effect; medium: the CI
+    excludes zero; low: otherwise (the effect may be zero)."""
+    p, low, high = metrics.get("p_value"), metrics.get("ci_low"), metrics.get("ci_high")
+    effect = metrics.get("relative_effect")
+    if low is None or high is None or not (high < 0 or low > 0):
+        return "low"
+    tight = effect is not None and (high - low) / 2 <= abs(effect) / 2
+    return "high" if p is not None and p <= 0.01 and tight else "medium"
+
+
+def severity(lost_per_day: float | None, conf: str, config: AlertConfig) -> str:
+    """critical / major / minor from lost GPU-hours per day, one step down when the confidence is low."""
+    levels = ["minor", "major", "critical"]
+    if lost_per_day is None:
+        level = 1  # unknown size: major, so that a person looks
+    elif lost_per_day >= config.critical_gpu_hours_per_day:
+        level = 2
+    elif lost_per_day >= config.major_gpu_hours_per_day:
+        level = 1
+    else:
+        level = 0
+    if conf == "low":
+        level = max(0, level - 1)
+    return levels[level]
+
+
+def assess(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame | None, config: AlertConfig) -> dict:
+    size = impact(incident, tree, installed_gs)
+    conf = confidence(incident["metrics"][incident["headline_metric"]])
+    lost = size.get("lost_gpu_hours_per_day")
+    if lost is None:
+        lost = size.get("lost_h100_equivalent_hours_per_day")
+    return {"impact": size, "confidence": conf, "severity": severity(lost, conf, config)}
+
+
+# --------------------------------------------------------------------------- the event log
+
+
+def _events_path(alerts_dir: Path) -> Path:
+    return alerts_dir / EVENTS_FILE
+
+
+def _lock(alerts_dir: Path) -> FileLock:
+    alerts_dir.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(alerts_dir / LOCK_FILE), timeout=60)
+
+
+def read_events(alerts_dir: Path) -> list[dict]:
+    path = _events_path(alerts_dir)
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash mid-append: never acknowledged to anyone, so dropped
+    return events
+
+
+def append_events(alerts_dir: Path, events: Iterable[dict]) -> None:
+    """Append events durably (flush + fsync); call while holding the store lock."""
+    events = list(events)
+    if not events:
+        return
+    path = _events_path(alerts_dir)
+    with open(path, "ab") as handle:
+        if handle.tell() > 0:
+            with open(path, "rb") as reader:
+                reader.seek(-1, os.SEEK_END)
+                if reader.read(1) != b"\n":
+                    handle.write(b"\n")  # fence off a torn line
+        for event in events:
+            handle.write((json.dumps(event, sort_keys=True, default=str) + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _event(kind: str, alert_id: str, at: datetime, actor: str, **fields: Any) -> dict:
+    return {"event": kind, "alert_id": alert_id, "at": at.isoformat(), "actor": actor, **fields}
+
+
+def fold(events: Iterable[dict]) -> dict[str, dict]:
+    """The current state of every alert from its events, in log order."""
+    alerts: dict[str, dict] = {}
+    for event in events:
+        kind, alert_id = event["event"], event["alert_id"]
+        if kind == "created":
+            alerts[alert_id] = dict(event["alert"]) | {
+                "alert_id": alert_id,
+                "status": event["status"],
+                "created_at": event["at"],
+                "updated_at": event["at"],
+                "silenced_until": None,
+                "deliveries": {},
+                "history": [],
+            }
+        alert = alerts.get(alert_id)
+        if alert is None:
+            continue
+        alert["history"].append({k: v for k, v in event.items() if k not in ("alert", "alert_id")})
+        alert["updated_at"] = event["at"]
+        if kind == "updated":
+            alert.update(event["changes"])
+        elif kind in ("notified", "acknowledged", "resolved"):
+            alert["status"] = kind
+            alert[f"{kind}_at"] = event["at"]
+            alert[f"{kind}_by"] = event["actor"]
+            if kind == "resolved":
+                alert["resolved_on"] = event.get("resolved_on") or event["at"][:10]
+                alert["resolution"] = event.get("how", "manual")
+        elif kind == "silenced":
+            alert["silenced_until"] = event["until"]
+        elif kind == "delivery_started":
+            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
+            delivery.update(status="sending", idempotency_key=event["idempotency_key"])
+        elif kind == "delivered":
+            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
+            delivery.update(status="delivered", delivered_at=event["at"], idempotency_key=event["idempotency_key"])
+            delivery["attempts"] += int(event.get("attempts", 1))
+        elif kind == "delivery_failed":
+            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
+            delivery.update(status="failed", error=event.get("error"))
+            delivery["attempts"] += int(event.get("attempts", 1))
     return alerts
 
 
 def read_alerts(alerts_dir: Path) -> list[dict]:
-    path = alerts_dir / ALERTS_FILE
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Every alert's current state, oldest first."""
+    return list(fold(read_events(alerts_dir)).values())  # in the order they were created
 
 
-def append_new_alerts(alerts_dir: Path, alerts: list[dict], sent_at: str) -> AlertBatch:
-    """Append the alerts whose id the store has not seen; fsync so a crash cannot lose a sent one."""
-    alerts_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(alerts_dir / ".alerts.lock")):
-        known = {alert["alert_id"] for alert in read_alerts(alerts_dir)}
-        new = [dict(alert, sent_at=sent_at) for alert in alerts if alert["alert_id"] not in known]
-        if new:
-            with open(alerts_dir / ALERTS_FILE, "a", encoding="utf-8") as handle:
-                for alert in new:
-                    handle.write(json.dumps(alert, sort_keys=True, default=str) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-        return AlertBatch(appended=new, already_sent=len(alerts) - len(new))
+def is_silenced(alert: dict, now: datetime) -> bool:
+    """Silenced through the end of `silenced_until` (a UTC date); expires by itself."""
+    until = alert.get("silenced_until")
+    return bool(until) and now.date() <= date.fromisoformat(until)
+
+
+# --------------------------------------------------------------------------- upsert (dedup)
+
+
+@dataclass
+class UpsertResult:
+    opened: list[dict] = field(default_factory=list)
+    expected: list[dict] = field(default_factory=list)
+    updated: list[dict] = field(default_factory=list)
+    unchanged: int = 0
+    auto_resolved: list[dict] = field(default_factory=list)
+
+
+def _alert_id(incident: dict) -> str:
+    key = "|".join(
+        [
+            incident["grain"],
+            incident["entity_id"],
+            incident["metric_group"],
+            incident["direction"],
+            incident["change_date"],
+        ]
+    )
+    return hashlib.sha256(f"alert|{key}".encode()).hexdigest()[:12]
+
+
+def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
+    """The stored alert this incident is: same entity, metric group and direction, change day ± 2 days.
+
+    The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
+    that wanders a day at a time cannot drag an alert along.
+
+    A resolved alert matches only a change day on or before the day it was resolved: the same old
+    change point seen again stays resolved, while a regression that returns after the resolution
+    is a new change point and opens a new alert.
+    """
+    change = date.fromisoformat(incident["change_date"])
+    best = None
+    for alert in alerts:
+        if (alert["grain"], alert["entity_id"], alert["metric_group"], alert["direction"]) != (
+            incident["grain"],
+            incident["entity_id"],
+            incident["metric_group"],
+            incident["direction"],
+        ):
+            continue
+        anchor = alert.get("dedup_change_date") or alert["change_date"]  # the change day it was opened with
+        distance = abs((date.fromisoformat(anchor) - change).days)
+        if distance > DEDUP_WINDOW_DAYS:
+            continue
+        if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
+            continue
+        if best is None or distance < best[0]:
+            best = (distance, alert)
+    return best[1] if best else None
+
+
+def same_evidence(a: Any, b: Any) -> bool:
+    """Equal, with floats equal to 1e-9 relative (a rebuild re-sums floats: the last bits move)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_evidence(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_evidence(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+EVIDENCE_FIELDS = ("change_date", "summary", "regression_ids", "metrics", "top_factor", "coinciding_changes")
+
+
+def upsert_incidents(
+    alerts_dir: Path,
+    incidents: list[dict],
+    *,
+    config: AlertConfig | None = None,
+    annotations: list[dict] | None = None,
+    tree: pd.DataFrame | None = None,
+    installed_gs: pd.DataFrame | None = None,
+    now: datetime | None = None,
+    actor: str = "detection",
+) -> UpsertResult:
+    """Open an alert per new incident (or store it as `expected` when an annotation covers it).
+
+    An incident that matches a stored alert (``find_match``) opens nothing; when its evidence
+    changed (the change point moved a day, a factor joined) the alert gets an `updated` event.
+    """
+    config = config or AlertConfig()
+    annotations = annotations or []
+    now = now or utcnow()
+    result = UpsertResult()
+    with _lock(alerts_dir):
+        alerts = fold(read_events(alerts_dir))
+        events = []
+        for incident in incidents:
+            match = find_match(alerts.values(), incident)
+            if match is not None:
+                changes = {
+                    name: incident[name]
+                    for name in EVIDENCE_FIELDS
+                    if not same_evidence(match.get(name), incident[name])
+                }
+                if changes and match["status"] != "resolved":
+                    changes |= assess(incident, tree, installed_gs, config)
+                    events.append(_event("updated", match["alert_id"], now, actor, changes=changes))
+                    match.update(changes)
+                    result.updated.append(match)
+                else:
+                    result.unchanged += 1
+                continue
+            alert = dict(incident) | assess(incident, tree, installed_gs, config)
+            alert["owner"] = config.owners.get(incident["entity_id"])
+            alert["dedup_change_date"] = incident["change_date"]
+            annotation = matching_annotation(incident, annotations)
+            status = "open"
+            if annotation is not None:
+                status = "expected"
+                alert["expected_by"] = {
+                    k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in annotation.items()
+                }
+            alert_id = _alert_id(incident)
+            while alert_id in alerts:  # a returning regression on the very same day as an old one
+                alert_id = hashlib.sha256(alert_id.encode()).hexdigest()[:12]
+            event = _event("created", alert_id, now, actor, status=status, alert=alert)
+            events.append(event)
+            alerts[alert_id] = fold([event])[alert_id]
+            (result.expected if status == "expected" else result.opened).append(alerts[alert_id])
+        append_events(alerts_dir, events)
+    return result
+
+
+# --------------------------------------------------------------------------- lifecycle by hand
+
+
+def _resolve_id(alerts: dict[str, dict], alert_id: str) -> dict:
+    if alert_id in alerts:
+        return alerts[alert_id]
+    candidates = [key for key in alerts if key.startswith(alert_id)] if len(alert_id) >= 4 else []
+    if len(candidates) == 1:
+        return alerts[candidates[0]]
+    if candidates:
+        raise AlertError(f"alert id {alert_id!r} is ambiguous: {', '.join(sorted(candidates))}")
+    raise AlertError(f"no alert {alert_id!r} (perfwh alerts list --all shows every id)")
+
+
+def transition(
+    alerts_dir: Path,
+    alert_id: str,
+    action: str,
+    *,
+    actor: str | None = None,
+    note: str | None = None,
+    until: date | None = None,
+    now: datetime | None = None,
+    how: str = "manual",
+    resolved_on: date | None = None,
+) -> dict:
+    """acknowledge / resolve / silence / notify one alert, or raise AlertError saying why not."""
+    if action not in TRANSITIONS:
+        raise AlertError(f"unknown action {action!r}; one of {sorted(TRANSITIONS)}")
+    now = now or utcnow()
+    actor = actor or default_actor()
+    with _lock(alerts_dir):
+        alerts = fold(read_events(alerts_dir))
+        alert = _resolve_id(alerts, alert_id)
+        status = alert["status"]
+        if status not in TRANSITIONS[action]:
+            by = alert.get(f"{status}_by")
+            when = (alert.get(f"{status}_at") or "")[:19]
+            detail = f" by {by} at {when}" if by else ""
+            allowed = ", ".join(sorted(TRANSITIONS[action]))
+            raise AlertError(
+                f"cannot {action} alert {alert['alert_id']}: it is {status}{detail} ({action} applies to: {allowed})"
+            )
+        fields: dict[str, Any] = {"note": note} if note else {}
+        if action == "silence":
+            if until is None:
+                raise AlertError("silence needs --until YYYY-MM-DD")
+            if until < now.date():
+                raise AlertError(f"cannot silence alert {alert['alert_id']} until {until}: that day has passed")
+            event = _event("silenced", alert["alert_id"], now, actor, until=until.isoformat(), **fields)
+        else:
+            if action == "resolve":
+                fields |= {"how": how, "resolved_on": (resolved_on or now.date()).isoformat()}
+            event = _event(TARGET[action], alert["alert_id"], now, actor, **fields)
+        append_events(alerts_dir, [event])
+        return fold(read_events(alerts_dir))[alert["alert_id"]]
+
+
+# --------------------------------------------------------------------------- automatic resolution
+
+
+def recovery_day(alert: dict, tree: pd.DataFrame, days: int) -> date | None:
+    """The last day of the first run of `days` days after the change whose pooled level is back.
+
+    Back means within the 95% confidence interval of the old level for a mean of `days` days:
+    before_level ∓ 1.96 · σ / √days (σ = standard deviation of the daily values in the before
+    window), on the side the metric regressed from. None when it has not recovered (or no data).
+    """
+    metrics = alert["metrics"][alert["headline_metric"]]
+    series = _series(tree, alert["grain"], alert["entity_id"], alert["headline_metric"])
+    if series.empty or metrics.get("before_level") is None:
+        return None
+    direction = 1
+    if "direction" in tree.columns:
+        node = tree[tree["node_id"] == alert["headline_metric"]]["direction"]
+        direction = int(node.iloc[0]) if len(node) else 1
+    change = date.fromisoformat(metrics["change_date"])
+    before = series[
+        (series["metric_date"] >= date.fromisoformat(metrics["before_start_date"])) & (series["metric_date"] < change)
+    ]
+    values = (before["numerator"] / before["denominator"]).dropna()
+    if len(values) < 2:
+        return None
+    bound = metrics["before_level"] - direction * 1.96 * float(values.std(ddof=1)) / math.sqrt(days)
+    after = series[series["metric_date"] > change].reset_index(drop=True)
+    for last in range(days - 1, len(after)):
+        window = after.iloc[last - days + 1 : last + 1]
+        if (window["metric_date"].iloc[-1] - window["metric_date"].iloc[0]).days != days - 1:
+            continue  # a gap: not `days` consecutive days
+        level = window["numerator"].sum() / window["denominator"].sum()
+        if direction * (level - bound) >= 0:
+            return window["metric_date"].iloc[-1]
+    return None
+
+
+def auto_resolve(alerts_dir: Path, tree: pd.DataFrame, config: AlertConfig, now: datetime | None = None) -> list[dict]:
+    """Resolve every unresolved alert whose metric has been back at its old level for N days."""
+    resolved = []
+    for alert in read_alerts(alerts_dir):
+        if alert["status"] == "resolved":
+            continue
+        day = recovery_day(alert, tree, config.auto_resolve_days)
+        if day is None:
+            continue
+        note = f"{alert['headline_metric']} back within the 95% CI of its old level for {config.auto_resolve_days} days"
+        try:
+            resolved.append(
+                transition(
+                    alerts_dir,
+                    alert["alert_id"],
+                    "resolve",
+                    actor="auto-resolve",
+                    note=note,
+                    now=now,
+                    how="auto",
+                    resolved_on=day,
+                )
+            )
+        except AlertError:
+            continue  # resolved by someone else meanwhile
+    return resolved

@@ -1,13 +1,41 @@
-"""Alerts: every new regression is appended once to alerts/alerts.jsonl (deduplicated by id)."""
+"""Alerts: `alert_outbox` upserts each regression incident into the alert store (alerts/events.jsonl)."""
 
 from datetime import datetime, timezone
 
 import dagster as dg
 
 from perf_assets.defs.resources import PerfwhHome
-from perf_assets.lib.alerts import append_new_alerts, build_alerts
+from perf_assets.lib.alerts import (
+    auto_resolve,
+    build_incidents,
+    load_annotations,
+    load_config,
+    read_alerts,
+    upsert_incidents,
+)
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
+from perf_assets.lib.paths import DataHome
 from perf_assets.lib.warehouse import published_frame
+
+INSTALLED_SQL = """
+select 'cluster' as grain, cluster as entity_id, metric_date, installed_gs from fct_cluster_day
+union all
+select 'fleet' as grain, fleet as entity_id, metric_date, installed_gs from fct_fleet_day
+"""
+
+
+def read_inputs(home: DataHome):
+    """Regressions, the metric tree and installed GPU-seconds from the published snapshot."""
+    found = published_frame(home, f"select * from {REGRESSIONS_TABLE}")
+    tree = published_frame(
+        home,
+        "select grain, entity_id, node_id, metric_date, numerator, denominator, direction from metric_tree_daily",
+    )
+    try:
+        installed = published_frame(home, INSTALLED_SQL)
+    except Exception:  # an older snapshot without installed_gs: impact in H100-equivalent hours only
+        installed = None
+    return found, tree, installed
 
 
 @dg.asset(
@@ -16,18 +44,44 @@ from perf_assets.lib.warehouse import published_frame
     owners=[OWNER],
     kinds={"python", "json"},
     deps=[REGRESSIONS_TABLE],
-    description="Appends each new regression (grouped per entity and change day) once to alerts/alerts.jsonl.",
+    description=(
+        "Upserts each regression incident (entity + metric group + direction, change day ± 2 days) into the "
+        "alert store alerts/events.jsonl as open, or expected when annotations.yaml covers it; resolves alerts "
+        "whose metric is back at its old level. The alert_delivery sensor sends them (docs/alerts.md)."
+    ),
 )
 def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
     home = perfwh.home()
-    found = published_frame(home, f"select * from {REGRESSIONS_TABLE}")
-    batch = append_new_alerts(home.alerts_dir, build_alerts(found), datetime.now(timezone.utc).isoformat())
-    for alert in batch.appended:
-        context.log.warning(f"ALERT {alert['alert_id']}: {alert['summary']}")
+    config = load_config(home.root)
+    found, tree, installed = read_inputs(home)
+    now = datetime.now(timezone.utc)
+    result = upsert_incidents(
+        home.alerts_dir,
+        build_incidents(found),
+        config=config,
+        annotations=load_annotations(home.root),
+        tree=tree,
+        installed_gs=installed,
+        now=now,
+    )
+    resolved = auto_resolve(home.alerts_dir, tree, config, now=now)
+    for alert in result.opened:
+        context.log.warning(f"ALERT {alert['alert_id']} [{alert['severity']}] {alert['summary']}")
+    for alert in result.expected:
+        context.log.info(f"expected (annotation {alert['expected_by']['id']}): {alert['summary']}")
+    for alert in resolved:
+        context.log.info(f"auto-resolved {alert['alert_id']}: {alert['summary']}")
+    statuses: dict[str, int] = {}
+    for alert in read_alerts(home.alerts_dir):
+        statuses[alert["status"]] = statuses.get(alert["status"], 0) + 1
     return dg.MaterializeResult(
         metadata={
-            "alerts_appended": dg.MetadataValue.int(len(batch.appended)),
-            "alerts_already_sent": dg.MetadataValue.int(batch.already_sent),
-            "store": dg.MetadataValue.path(str(home.alerts_dir / "alerts.jsonl")),
+            "alerts_opened": dg.MetadataValue.int(len(result.opened)),
+            "alerts_expected": dg.MetadataValue.int(len(result.expected)),
+            "alerts_updated": dg.MetadataValue.int(len(result.updated)),
+            "alerts_unchanged": dg.MetadataValue.int(result.unchanged),
+            "alerts_auto_resolved": dg.MetadataValue.int(len(resolved)),
+            "alerts_by_status": dg.MetadataValue.json(statuses),
+            "store": dg.MetadataValue.path(str(home.alerts_dir / "events.jsonl")),
         }
     )

@@ -1,0 +1,579 @@
+"""Alerts on literal regressions: dedup, lifecycle, silence, annotations, auto-resolve, routing, delivery."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from datetime import date, datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perf_assets.lib.alert_delivery import SIGNATURE_HEADER, deliver, routed_sinks
+from perf_assets.lib.alerts import (
+    AlertConfig,
+    AlertError,
+    append_events,
+    auto_resolve,
+    build_incidents,
+    confidence,
+    impact,
+    load_annotations,
+    read_alerts,
+    read_events,
+    recovery_day,
+    severity,
+    transition,
+    upsert_incidents,
+)
+from perf_assets.lib.detection import REGRESSION_COLUMNS
+
+NOW = datetime(2026, 11, 20, 12, tzinfo=timezone.utc)
+START = date(2026, 11, 1)
+INSTALLED_PFS = 32 * 86400 * 989.4e12  # 32 H100s for a day
+
+
+def regression(
+    change: str = "2026-11-09",
+    metric: str = "goodput",
+    entity: str = "alpha",
+    grain: str = "cluster",
+    effect: float = -0.12,
+    ci: tuple[float, float] = (-0.14, -0.10),
+    p: float = 0.002,
+    kind: str = "regression",
+    **extra,
+) -> dict:
+    """One row of `regressions` with every REGRESSION_SCHEMA column (extra columns allowed)."""
+    day = date.fromisoformat(change)
+    row = {column: None for column in REGRESSION_COLUMNS}
+    row |= {
+        "regression_id": hashlib.sha256(f"{entity}{metric}{change}".encode()).hexdigest()[:16],
+        "metric": metric,
+        "grain": grain,
+        "entity_id": entity,
+        "change_date": day,
+        "change_kind": kind,
+        "before_start_date": day - timedelta(days=8),
+        "after_end_date": day + timedelta(days=5),
+        "n_before": 8,
+        "n_after": 6,
+        "before_level": 0.36,
+        "after_level": 0.36 * (1 + effect),
+        "relative_effect": effect,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "p_value": p,
+        "test": "permutation",
+        "factor_log_contributions": "{}",
+        "top_factor": "runtime_goodput",
+        "top_factor_share": 1.0,
+        "coinciding_changes": "[]",
+        "peer_relative_effect": float("nan"),
+        "did_relative_effect": float("nan"),
+        "detected_at": NOW,
+    }
+    return row | extra
+
+
+def frame(*rows: dict) -> pd.DataFrame:
+    return pd.DataFrame(list(rows))
+
+
+def tree(levels: list[float], entity: str = "alpha", node: str = "goodput", noise: float = 0.004) -> pd.DataFrame:
+    """metric_tree_daily rows of one series from START: value = levels[i] (± a fixed alternating wiggle)."""
+    rows = []
+    for day, level in enumerate(levels):
+        value = level * (1 + (noise if day % 2 else -noise))
+        rows.append(
+            {
+                "grain": "cluster",
+                "entity_id": entity,
+                "node_id": node,
+                "metric_date": START + timedelta(days=day),
+                "numerator": value * INSTALLED_PFS,
+                "denominator": INSTALLED_PFS,
+                "direction": 1,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def upsert(alerts_dir: Path, *rows: dict, **kwargs):
+    return upsert_incidents(alerts_dir, build_incidents(frame(*rows)), now=kwargs.pop("now", NOW), **kwargs)
+
+
+# --------------------------------------------------------------------------- incidents and dedup
+
+
+def test_goodput_and_its_factor_are_one_incident_and_improvements_do_not_page():
+    rows = frame(
+        regression("2026-11-09"),
+        regression("2026-11-08", metric="runtime_goodput"),
+        regression("2026-11-09", entity="beta", kind="improvement", effect=0.1, ci=(0.08, 0.12)),
+    )
+    incidents = build_incidents(rows)
+    assert len(incidents) == 1
+    assert incidents[0]["headline_metric"] == "goodput" and set(incidents[0]["metrics"]) == {
+        "goodput",
+        "runtime_goodput",
+    }
+
+
+def test_a_change_point_that_moves_by_up_to_two_days_does_not_realert(tmp_path):
+    first = upsert(tmp_path, regression("2026-11-09"))
+    assert len(first.opened) == 1
+    for moved in ("2026-11-10", "2026-11-07", "2026-11-09"):
+        again = upsert(tmp_path, regression(moved))
+        assert again.opened == [] and again.expected == []
+    assert len(read_alerts(tmp_path)) == 1
+    alert = read_alerts(tmp_path)[0]
+    assert [event["event"] for event in alert["history"]] == ["created", "updated", "updated", "updated"]
+    assert alert["change_date"] == "2026-11-09"
+    # three days away is another change point
+    assert len(upsert(tmp_path, regression("2026-11-12")).opened) == 1
+
+
+def test_float_noise_of_a_rebuild_is_not_new_evidence(tmp_path):
+    upsert(tmp_path, regression(effect=-0.12))
+    again = upsert(tmp_path, regression(effect=-0.12 * (1 + 1e-14)))
+    assert again.unchanged == 1 and again.updated == []
+    assert len(read_events(tmp_path)) == 1
+
+
+def test_a_regression_that_returns_after_resolve_opens_a_new_alert(tmp_path):
+    (old,) = upsert(tmp_path, regression("2026-11-09")).opened
+    transition(tmp_path, old["alert_id"], "resolve", actor="ana", resolved_on=date(2026, 11, 15), now=NOW)
+
+    assert upsert(tmp_path, regression("2026-11-10")).opened == []  # the old change point, seen again
+    returned = upsert(tmp_path, regression("2026-11-17")).opened  # back after the resolution
+
+    assert len(returned) == 1 and returned[0]["alert_id"] != old["alert_id"]
+    assert [alert["status"] for alert in read_alerts(tmp_path)] == ["resolved", "open"]
+
+
+def test_extra_detector_columns_are_read_defensively(tmp_path):
+    rows = frame(
+        regression("2026-11-09", verdict="regression", q_value=0.01),
+        regression("2026-11-09", entity="beta", verdict="rejected", q_value=0.4),
+    )
+    incidents = build_incidents(rows)
+    assert [incident["entity_id"] for incident in incidents] == ["alpha"]
+    assert incidents[0]["metrics"]["goodput"]["q_value"] == 0.01
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_lifecycle_and_invalid_transitions_are_rejected_with_reasons(tmp_path):
+    (alert,) = upsert(tmp_path, regression()).opened
+    alert_id = alert["alert_id"]
+
+    transition(tmp_path, alert_id, "acknowledge", actor="ana", note="looking", now=NOW)
+    with pytest.raises(AlertError, match="cannot notify alert .* it is acknowledged by ana"):
+        transition(tmp_path, alert_id, "notify", actor="sensor", now=NOW)
+    with pytest.raises(AlertError, match="it is acknowledged by ana"):
+        transition(tmp_path, alert_id, "acknowledge", actor="bo", now=NOW)
+    resolved = transition(tmp_path, alert_id[:6], "resolve", actor="bo", note="rolled back nccl", now=NOW)
+    assert resolved["status"] == "resolved" and resolved["resolved_by"] == "bo"
+    for action in ("acknowledge", "resolve", "silence", "notify"):
+        with pytest.raises(AlertError, match="it is resolved by bo"):
+            transition(tmp_path, alert_id, action, until=date(2026, 12, 1), now=NOW)
+    with pytest.raises(AlertError, match="no alert 'ffffffff'"):
+        transition(tmp_path, "ffffffff", "resolve", now=NOW)
+
+    history = [(event["event"], event["actor"], event.get("note")) for event in read_alerts(tmp_path)[0]["history"]]
+    assert history == [
+        ("created", "detection", None),
+        ("acknowledged", "ana", "looking"),
+        ("resolved", "bo", "rolled back nccl"),
+    ]
+    assert all(event["at"] for event in read_events(tmp_path))
+
+
+def test_silence_needs_a_future_day(tmp_path):
+    (alert,) = upsert(tmp_path, regression()).opened
+    with pytest.raises(AlertError, match="that day has passed"):
+        transition(tmp_path, alert["alert_id"], "silence", until=date(2026, 11, 19), now=NOW)
+    with pytest.raises(AlertError, match="needs --until"):
+        transition(tmp_path, alert["alert_id"], "silence", now=NOW)
+
+
+def test_a_torn_last_line_is_ignored_and_fenced_off(tmp_path):
+    upsert(tmp_path, regression())
+    with open(tmp_path / "events.jsonl", "a") as handle:
+        handle.write('{"event": "acknowledged", "alert_')  # crash mid-append
+    assert read_alerts(tmp_path)[0]["status"] == "open"
+    transition(tmp_path, read_alerts(tmp_path)[0]["alert_id"], "acknowledge", actor="ana", now=NOW)
+    assert read_alerts(tmp_path)[0]["status"] == "acknowledged"
+
+
+def test_concurrent_writers_lose_no_event(tmp_path):
+    ids = [alert["alert_id"] for alert in upsert(tmp_path, *(regression(entity=f"c{i}") for i in range(8))).opened]
+    threads = [
+        threading.Thread(target=transition, args=(tmp_path, alert_id, "acknowledge"), kwargs={"now": NOW})
+        for alert_id in ids
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {alert["status"] for alert in read_alerts(tmp_path)} == {"acknowledged"}
+
+
+# --------------------------------------------------------------------------- severity
+
+
+def test_impact_is_lost_gpu_hours_per_day_from_the_metric_tree():
+    levels = [0.36] * 8 + [0.36 * 0.85] * 6
+    (incident,) = build_incidents(frame(regression("2026-11-09", metric="runtime_goodput", effect=-0.15)))
+    installed = pd.DataFrame(
+        [
+            {
+                "grain": "cluster",
+                "entity_id": "alpha",
+                "metric_date": START + timedelta(days=d),
+                "installed_gs": 32 * 86400,
+            }
+            for d in range(14)
+        ]
+    )
+    size = impact(incident, tree(levels, noise=0.0), installed)
+    # G_before 0.36 x 15% = 0.054 of 768 installed GPU-hours a day
+    assert size["goodput_before"] == pytest.approx(0.36)
+    assert size["lost_gpu_hours_per_day"] == pytest.approx(0.054 * 768)
+    assert size["lost_h100_equivalent_hours_per_day"] == pytest.approx(0.054 * 768)
+    assert size["lost_gpu_hours_per_day_ci"] == pytest.approx([0.36 * 0.10 * 768, 0.36 * 0.14 * 768])
+    no_gs = impact(incident, tree(levels, noise=0.0), None)
+    assert no_gs["lost_gpu_hours_per_day"] is None and no_gs["lost_h100_equivalent_hours_per_day"] > 0
+
+
+def test_severity_weighs_impact_and_confidence_not_the_p_value_alone():
+    config = AlertConfig()
+    assert confidence({"p_value": 0.002, "ci_low": -0.14, "ci_high": -0.10, "relative_effect": -0.12}) == "high"
+    assert confidence({"p_value": 0.002, "ci_low": -0.3, "ci_high": -0.01, "relative_effect": -0.12}) == "medium"
+    assert confidence({"p_value": 0.0001, "ci_low": -0.2, "ci_high": 0.01, "relative_effect": -0.1}) == "low"
+    assert severity(150, "high", config) == "critical"
+    assert severity(150, "low", config) == "major"
+    assert severity(5, "high", config) == "minor"  # tiny p-value, tiny loss: minor
+    assert severity(None, "high", config) == "major"
+
+
+# --------------------------------------------------------------------------- annotations
+
+
+def test_an_annotated_change_is_expected_stored_and_never_sent(tmp_path, capsys):
+    home = tmp_path
+    (home / "annotations.yaml").write_text(
+        """
+annotations:
+  - id: nccl-rollout
+    kind: rollout
+    scope: {cluster: [alpha]}
+    start: 2026-11-08T00:00:00Z
+    end: 2026-11-09T00:00:00Z
+    note: NCCL 2.22 rollout, expect a dip
+  - kind: maintenance
+    scope: {cluster: gamma}
+    start: 2026-11-01
+    end: 2026-11-30
+"""
+    )
+    alerts_dir = home / "alerts"
+    result = upsert(alerts_dir, regression(), regression(entity="beta"), annotations=load_annotations(home))
+    assert [a["entity_id"] for a in result.expected] == ["alpha"]
+    assert [a["entity_id"] for a in result.opened] == ["beta"]
+    assert result.expected[0]["expected_by"]["id"] == "nccl-rollout"
+
+    report = deliver(alerts_dir, AlertConfig(), now=NOW)
+    sent = [json.loads(line) for line in (alerts_dir / "alerts.jsonl").read_text().splitlines()]
+    assert [body["entity_id"] for body in sent] == ["beta"] and len(report.delivered) == 1
+
+    from perf_assets.cli import main
+
+    assert main(["alerts", "--data-dir", str(home)]) == 0
+    default = capsys.readouterr().out
+    assert main(["alerts", "list", "--all", "--data-dir", str(home)]) == 0
+    everything = capsys.readouterr().out
+    assert "alpha" not in default and "beta" in default
+    assert "expected" in everything and "alpha" in everything
+
+
+# --------------------------------------------------------------------------- auto-resolve
+
+
+def test_auto_resolve_when_the_metric_is_back_for_n_days(tmp_path):
+    dip = [0.36] * 8 + [0.30] * 5
+    recovered = tree(dip + [0.359, 0.361, 0.36, 0.36])  # back from 2026-11-14
+    still_low = tree(dip + [0.31, 0.30, 0.36, 0.30])  # one good day is not a recovery
+    (alert,) = upsert(tmp_path, regression("2026-11-09", effect=-0.167, ci=(-0.18, -0.15))).opened
+
+    assert recovery_day(alert, still_low, days=3) is None
+    assert recovery_day(alert, recovered, days=3) == date(2026, 11, 16)
+    assert auto_resolve(tmp_path, still_low, AlertConfig(auto_resolve_days=3), now=NOW) == []
+    (resolved,) = auto_resolve(tmp_path, recovered, AlertConfig(auto_resolve_days=3), now=NOW)
+
+    assert resolved["status"] == "resolved" and resolved["resolved_by"] == "auto-resolve"
+    assert resolved["resolution"] == "auto" and resolved["resolved_on"] == "2026-11-16"
+    assert auto_resolve(tmp_path, recovered, AlertConfig(auto_resolve_days=3), now=NOW) == []
+
+
+# --------------------------------------------------------------------------- routing and sinks
+
+
+ROUTES = {
+    "sinks": {
+        "file": {"type": "jsonl"},
+        "ml-slack": {"type": "slack", "channel": "#ml-perf", "token_env": "PERFWH_TEST_SLACK_TOKEN"},
+        "ops-hook": {"type": "webhook", "url": "http://127.0.0.1:9/x"},
+    },
+    "owners": {"alpha": "team-ml", "beta": "team-infra"},
+    "routes": [
+        {"match": {"owner": "team-ml"}, "sinks": ["ml-slack", "file"]},
+        {"match": {"cluster": ["beta", "delta"]}, "sinks": ["ops-hook"]},
+    ],
+    "default_route": ["file"],
+}
+
+
+def test_routing_by_owner_and_cluster_with_a_default_route():
+    config = AlertConfig.from_dict(ROUTES)
+
+    def alert(entity: str, grain: str = "cluster") -> dict:
+        return {"entity_id": entity, "grain": grain, "owner": config.owners.get(entity), "severity": "major"}
+
+    assert routed_sinks(alert("alpha"), config) == ["ml-slack", "file"]
+    assert routed_sinks(alert("beta"), config) == ["ops-hook"]
+    assert routed_sinks(alert("fleet", "fleet"), config) == ["file"]
+    with pytest.raises(AlertError, match="route names sink 'nope'"):
+        AlertConfig.from_dict(ROUTES | {"default_route": ["nope"]})
+
+
+def test_slack_is_skipped_with_a_log_line_when_not_configured(tmp_path, monkeypatch):
+    monkeypatch.delenv("PERFWH_TEST_SLACK_TOKEN", raising=False)
+    upsert(tmp_path, regression(), config=AlertConfig.from_dict(ROUTES))
+
+    report = deliver(tmp_path, AlertConfig.from_dict(ROUTES), now=NOW)
+
+    assert report.delivered == [(read_alerts(tmp_path)[0]["alert_id"], "file")]
+    assert report.skipped == [
+        "sink 'ml-slack' (slack) skipped: environment variable PERFWH_TEST_SLACK_TOKEN (the Slack token) is not set"
+    ]
+    assert read_alerts(tmp_path)[0]["status"] == "notified"
+
+
+def test_silence_holds_delivery_until_it_expires(tmp_path):
+    (alert,) = upsert(tmp_path, regression()).opened
+    transition(tmp_path, alert["alert_id"], "silence", until=date(2026, 11, 22), actor="ana", now=NOW)
+
+    held = deliver(tmp_path, AlertConfig(), now=datetime(2026, 11, 22, 23, tzinfo=timezone.utc))
+    assert held.delivered == [] and held.silenced == 1 and read_alerts(tmp_path)[0]["status"] == "open"
+
+    sent = deliver(tmp_path, AlertConfig(), now=datetime(2026, 11, 23, 0, 1, tzinfo=timezone.utc))
+    assert len(sent.delivered) == 1 and read_alerts(tmp_path)[0]["status"] == "notified"
+
+
+class Receiver:
+    """A webhook on 127.0.0.1 that answers from a script: 500s, a hang longer than the timeout, then 200."""
+
+    def __init__(self, script: list[str], secret: str):
+        self.script = list(script)
+        self.secret = secret
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                expected = "sha256=" + hmac.new(outer.secret.encode(), body, hashlib.sha256).hexdigest()
+                step = outer.script.pop(0) if outer.script else "ok"
+                outer.requests.append(
+                    {
+                        "at": time.monotonic(),
+                        "step": step,
+                        "signature_ok": hmac.compare_digest(self.headers.get(SIGNATURE_HEADER, ""), expected),
+                        "key": json.loads(body)["idempotency_key"],
+                    }
+                )
+                if step == "hang":
+                    time.sleep(1.0)
+                try:
+                    self.send_response(500 if step in ("500", "hang") else 200)
+                    self.end_headers()
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def accepted(self) -> list[dict]:
+        return [r for r in self.requests if r["step"] == "ok" and r["signature_ok"]]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(monkeypatch):
+    monkeypatch.setenv("PERFWH_TEST_HOOK_SECRET", "s3cret")
+    servers = []
+
+    def start(script):
+        servers.append(Receiver(script, "s3cret"))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def hook_config(url: str) -> AlertConfig:
+    return AlertConfig.from_dict(
+        {
+            "sinks": {
+                "hook": {
+                    "type": "webhook",
+                    "url": url,
+                    "secret_env": "PERFWH_TEST_HOOK_SECRET",
+                    "attempts": 3,
+                    "backoff_s": 0.1,
+                    "timeout_s": 0.3,
+                }
+            },
+            "default_route": ["hook"],
+        }
+    )
+
+
+def test_webhook_retries_with_backoff_keeps_pending_and_delivers_exactly_once(tmp_path, receiver):
+    server = receiver(["500", "500", "hang", "ok"])
+    config = hook_config(server.url)
+    upsert(tmp_path, regression())
+
+    first = deliver(tmp_path, config, now=NOW)  # 500, 500, timeout: all attempts of the tick fail
+    assert first.delivered == [] and first.pending == 1 and "timed out" in first.failed[0][2].lower()
+    assert read_alerts(tmp_path)[0]["status"] == "open"
+    hook = read_alerts(tmp_path)[0]["deliveries"]["hook"]
+    assert (hook["status"], hook["attempts"], hook["error"]) == ("failed", 3, first.failed[0][2])
+    gaps = [b["at"] - a["at"] for a, b in zip(server.requests, server.requests[1:])]
+    assert gaps[0] >= 0.1 and gaps[1] >= 0.2  # backoff 0.1 s, then 0.2 s
+
+    second = deliver(tmp_path, config, now=NOW)  # the next tick: accepted
+    third = deliver(tmp_path, config, now=NOW)  # nothing left to send
+
+    assert len(second.delivered) == 1 and third.delivered == [] and len(server.requests) == 4
+    assert len(server.accepted()) == 1 and all(r["signature_ok"] for r in server.requests)
+    assert len({r["key"] for r in server.requests}) == 1
+    stored = read_alerts(tmp_path)[0]
+    assert stored["status"] == "notified" and stored["deliveries"]["hook"]["status"] == "delivered"
+
+
+def test_a_crash_between_send_and_record_resends_with_the_same_key(tmp_path, receiver):
+    server = receiver([])
+    config = AlertConfig.from_dict(
+        {
+            "sinks": {
+                "hook": hook_config(server.url).sinks["hook"],
+                "file": {"type": "jsonl"},
+            },
+            "default_route": ["hook", "file"],
+        }
+    )
+    upsert(tmp_path, regression())
+
+    def crash_after_send(alerts_dir, events):
+        if events[0]["event"] == "delivered":
+            raise KeyboardInterrupt("killed after the send, before the record")
+        append_events(alerts_dir, events)
+
+    with pytest.raises(KeyboardInterrupt):
+        deliver(tmp_path, config, now=NOW, record=crash_after_send)
+    assert read_alerts(tmp_path)[0]["deliveries"]["hook"]["status"] == "sending"
+
+    report = deliver(tmp_path, config, now=NOW)
+
+    assert sorted(sink for _, sink in report.delivered) == ["file", "hook"]
+    assert len(server.requests) == 2 and len({r["key"] for r in server.requests}) == 1  # at-least-once, one key
+    assert len((tmp_path / "alerts.jsonl").read_text().splitlines()) == 1  # the file sink checks the key
+    assert read_alerts(tmp_path)[0]["status"] == "notified"
+    assert deliver(tmp_path, config, now=NOW).delivered == []
+
+
+def test_cli_ack_resolve_silence_and_errors(tmp_path, capsys):
+    from perf_assets.cli import main
+
+    (alert,) = upsert(tmp_path / "alerts", regression()).opened
+    home = ["--data-dir", str(tmp_path)]
+
+    assert main(["alerts", "ack", alert["alert_id"], "--by", "ana", "--note", "on it", *home]) == 0
+    assert main(["alerts", "ack", alert["alert_id"], *home]) == 2
+    assert "cannot acknowledge alert" in capsys.readouterr().err
+    assert main(["alerts", "silence", alert["alert_id"], "--until", "2099-01-01", *home]) == 0
+    assert main(["alerts", "list", "--json", *home]) == 0
+    (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert listed["status"] == "acknowledged" and listed["silenced_until"] == "2099-01-01"
+    assert main(["alerts", "resolve", alert["alert_id"], "--by", "bo", *home]) == 0
+    assert main(["alerts", "list", "--status", "resolved", *home]) == 0
+    assert alert["alert_id"] in capsys.readouterr().out
+
+
+def test_a_failing_webhook_is_tried_once_per_tick_and_everything_stays_pending(tmp_path, receiver):
+    server = receiver(["500"] * 20)
+    upsert(tmp_path, regression(entity="alpha"), regression(entity="beta"))
+
+    for tick in (1, 2):
+        report = deliver(tmp_path, hook_config(server.url), now=NOW)
+        assert report.pending == 2 and len(report.failed) == 1
+        assert len(server.requests) == 3 * tick  # three attempts for the first alert, the second waits
+    assert {alert["status"] for alert in read_alerts(tmp_path)} == {"open"}
+
+
+def test_a_second_delivery_pass_does_not_run_while_one_holds_the_lock(tmp_path):
+    from filelock import FileLock
+
+    upsert(tmp_path, regression())
+    with FileLock(str(tmp_path / ".delivery.lock")):
+        done = threading.Thread(
+            target=lambda: results.append(deliver(tmp_path, AlertConfig(), now=NOW, lock_timeout_s=0.1))
+        )
+        results: list = []
+        done.start()
+        done.join()
+    assert results[0].delivered == [] and "another delivery pass" in results[0].skipped[0]
+    assert len(deliver(tmp_path, AlertConfig(), now=NOW).delivered) == 1
+
+
+@pytest.mark.slow
+def test_the_demo_build_opens_alerts_sized_in_gpu_hours(demo_home, tmp_path, capsys):
+    """The demo's NCCL/image rollout on alpha: an open alert with its loss, confidence and severity."""
+    import shutil
+
+    from perf_assets.cli import main
+
+    alerts = read_alerts(demo_home.alerts_dir)
+    alpha = [alert for alert in alerts if alert["entity_id"] == "alpha"]
+    assert len(alpha) == 1 and alpha[0]["status"] == "open" and alpha[0]["direction"] == "regression"
+    size = alpha[0]["impact"]
+    assert size["installed_gpu_hours_per_day"] > 0 and size["lost_gpu_hours_per_day"] > 0
+    assert (
+        size["lost_gpu_hours_per_day_ci"][0] <= size["lost_gpu_hours_per_day"] <= size["lost_gpu_hours_per_day_ci"][1]
+    )
+    assert alpha[0]["severity"] in ("minor", "major", "critical") and alpha[0]["confidence"] in ("high", "medium")
+
+    copy = tmp_path / "home"
+    shutil.copytree(demo_home.alerts_dir, copy / "alerts")  # deliver on a copy: the session's store stays as built
+    assert main(["alerts", "deliver", "--data-dir", str(copy)]) == 0
+    assert main(["alerts", "list", "--data-dir", str(copy)]) == 0
+    listed = capsys.readouterr().out
+    assert "notified" in listed and "alpha" in listed
+    assert len((copy / "alerts" / "alerts.jsonl").read_text().splitlines()) == len(alerts)
