@@ -1,0 +1,57 @@
+{#- The job lens (metric_tree.md §2.2, job lens; §1.1 Google's badput categories). The ledger of a
+    job in GPU-seconds: eligible = queue_initial + queue_requeue + allocated, and
+    allocated = productive + Σ badput leaves + badput_other (the named residual). -#}
+
+{#- The measured badput leaves, in the order of a job's life (badput_other is the residual). -#}
+{% macro job_lens_badput_leaves() -%}
+    {{ return(['job_startup', 'device_init', 'training_prep', 'ckpt_restore', 'data_loading_sync',
+               'program_startup', 'ckpt_save', 'custom_blocking', 'wasted_progress', 'fault_detection']) }}
+{%- endmacro %}
+
+{#- The measured (stored) states of int_job_attempt_days, in seconds of the job's wall clock. -#}
+{% macro job_lens_measured_states() -%}
+    {{ return(['queue_initial', 'queue_requeue', 'allocated', 'productive'] + job_lens_badput_leaves()) }}
+{%- endmacro %}
+
+{#- Every additive state of the job-lens marts; each exists as <state>_gs and <state>_pfs. -#}
+{% macro job_lens_states() -%}
+    {{ return(['eligible', 'queue_initial', 'queue_requeue', 'allocated', 'productive', 'badput']
+              + job_lens_badput_leaves() + ['badput_other']) }}
+{%- endmacro %}
+
+{#- Sums the additive columns of a job-lens mart (or int_job_attempt_days when from_seconds). -#}
+{% macro job_lens_sums(from_seconds=false) -%}
+    {%- for state in job_lens_states() %}
+        {%- if from_seconds %}
+            {%- if state == 'eligible' %}
+        sum((queue_initial_s + queue_requeue_s + allocated_s) * gpus) as eligible_gs,
+        sum((queue_initial_s + queue_requeue_s + allocated_s) * gpus * peak_flops_dense) as eligible_pfs,
+            {%- elif state == 'badput' %}
+        sum((allocated_s - productive_s) * gpus) as badput_gs,
+        sum((allocated_s - productive_s) * gpus * peak_flops_dense) as badput_pfs,
+            {%- elif state == 'badput_other' %}
+        sum((allocated_s - productive_s - {{ job_lens_badput_leaves() | join('_s - ') }}_s) * gpus) as badput_other_gs,
+        sum((allocated_s - productive_s - {{ job_lens_badput_leaves() | join('_s - ') }}_s) * gpus * peak_flops_dense) as badput_other_pfs,
+            {%- else %}
+        sum({{ state }}_s * gpus) as {{ state }}_gs,
+        sum({{ state }}_s * gpus * peak_flops_dense) as {{ state }}_pfs,
+            {%- endif %}
+        {%- else %}
+        sum({{ state }}_gs) as {{ state }}_gs,
+        sum({{ state }}_pfs) as {{ state }}_pfs,
+        {%- endif %}
+    {%- endfor %}
+{%- endmacro %}
+
+{#- The job lens's factors, each Σnumerator/Σdenominator: G = S × R × P, time goodput = S × R.
+    R (and what needs it) is NULL where no allocated time has step events: unknown, not 0. -#}
+{% macro job_lens_factors() -%}
+        {{ safe_divide('allocated_pfs', 'eligible_pfs') }} as scheduling_goodput,
+        case when coverage_runtime_goodput > 0 then {{ safe_divide('productive_pfs', 'allocated_pfs') }} end
+            as runtime_goodput,
+        {{ safe_divide('useful_flop', 'productive_pfs') }} as program_goodput,
+        case when coverage_runtime_goodput > 0 then {{ safe_divide('useful_flop', 'eligible_pfs') }} end
+            as job_goodput,
+        case when coverage_runtime_goodput > 0 then {{ safe_divide('productive_pfs', 'eligible_pfs') }} end
+            as time_goodput
+{%- endmacro %}
