@@ -44,14 +44,17 @@
 {%- endmacro %}
 
 {#- The job lens's factors, each Σnumerator/Σdenominator: G = S × R × P, time goodput = S × R.
-    R (and what needs it) is NULL where no allocated time has step events: unknown, not 0. -#}
-{% macro job_lens_factors() -%}
-        {{ safe_divide('allocated_pfs', 'eligible_pfs') }} as scheduling_goodput,
-        case when coverage_runtime_goodput > 0 then {{ safe_divide('productive_pfs', 'allocated_pfs') }} end
-            as runtime_goodput,
-        {{ safe_divide('useful_flop', 'productive_pfs') }} as program_goodput,
-        case when coverage_runtime_goodput > 0 then {{ safe_divide('useful_flop', 'eligible_pfs') }} end
-            as job_goodput,
-        case when coverage_runtime_goodput > 0 then {{ safe_divide('productive_pfs', 'eligible_pfs') }} end
-            as time_goodput
+    R (and what needs it) is NULL where no allocated time has step events: unknown, not 0.
+    display=true rounds them when the var attribution_display_digits is set (unit tests only). -#}
+{% macro job_lens_factors(display=false) -%}
+    {%- set factors = {
+        'scheduling_goodput': safe_divide('allocated_pfs', 'eligible_pfs'),
+        'runtime_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('productive_pfs', 'allocated_pfs') ~ ' end',
+        'program_goodput': safe_divide('useful_flop', 'productive_pfs'),
+        'job_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('useful_flop', 'eligible_pfs') ~ ' end',
+        'time_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('productive_pfs', 'eligible_pfs') ~ ' end',
+    } -%}
+    {%- for name, expression in factors.items() %}
+        {{ attribution_display(expression) if display else expression }} as {{ name }}{{ ',' if not loop.last }}
+    {%- endfor %}
 {%- endmacro %}

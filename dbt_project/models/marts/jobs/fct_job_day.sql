@@ -42,7 +42,7 @@ with_useful as (
 final as (
     select
         *,
-        {{ job_lens_factors() }}
+        {{ job_lens_factors(display=true) }}
     from with_useful
 )
 
