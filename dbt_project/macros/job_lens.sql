@@ -58,3 +58,27 @@
         {{ attribution_display(expression) if display else expression }} as {{ name }}{{ ',' if not loop.last }}
     {%- endfor %}
 {%- endmacro %}
+
+{#- The job lens's measures in metric_tree_daily, prefixed job_ so that they never collide with
+    the capacity lens's (a metric_tree_nodes row of lens 'job' names these). -#}
+{% macro job_lens_tree_measures() -%}
+    {% set measures = [] %}
+    {% for state in job_lens_states() %}
+        {% do measures.append('job_' ~ state ~ '_pfs') %}
+    {% endfor %}
+    {% do measures.extend(['job_useful_flop', 'coverage_job_goodput', 'coverage_job_runtime_goodput',
+                           'coverage_job_program_goodput', 'coverage_time_goodput']) %}
+    {{ return(measures) }}
+{%- endmacro %}
+
+{#- The job_ measures selected from a job-lens mart (fct_job_day or fct_job_lens_cluster_day). -#}
+{% macro job_lens_tree_columns(relation) -%}
+    {%- for state in job_lens_states() %}
+        cast({{ relation }}.{{ state }}_pfs as double) as job_{{ state }}_pfs,
+    {%- endfor %}
+        cast({{ relation }}.useful_flop as double) as job_useful_flop,
+        least({{ relation }}.coverage_runtime_goodput, {{ relation }}.coverage_program_goodput) as coverage_job_goodput,
+        {{ relation }}.coverage_runtime_goodput as coverage_job_runtime_goodput,
+        {{ relation }}.coverage_program_goodput as coverage_job_program_goodput,
+        {{ relation }}.coverage_runtime_goodput as coverage_time_goodput
+{%- endmacro %}

@@ -32,9 +32,9 @@ days_long as (
     union all
     select job_id, metric_date, 'scheduling_goodput', 'job_goodput', 'mult', scheduling_goodput from job_days
     union all
-    select job_id, metric_date, 'runtime_goodput', 'job_goodput', 'mult', runtime_goodput from job_days
+    select job_id, metric_date, 'job_runtime_goodput', 'job_goodput', 'mult', runtime_goodput from job_days
     union all
-    select job_id, metric_date, 'program_goodput', 'job_goodput', 'mult', program_goodput from job_days
+    select job_id, metric_date, 'job_program_goodput', 'job_goodput', 'mult', program_goodput from job_days
     {% for leaf in ['queue_initial', 'queue_requeue'] %}
     union all
     select job_id, metric_date, '{{ leaf }}_share', 'scheduling_goodput', 'add_leaf',
@@ -43,7 +43,7 @@ days_long as (
     {% endfor %}
     {% for leaf in job_lens_badput_leaves() + ['badput_other'] %}
     union all
-    select job_id, metric_date, '{{ leaf }}_share', 'runtime_goodput', 'add_leaf',
+    select job_id, metric_date, '{{ '' if leaf.startswith('job_') else 'job_' }}{{ leaf }}_share', 'job_runtime_goodput', 'add_leaf',
         {{ safe_divide(leaf ~ '_pfs', 'allocated_pfs') }}
     from job_days
     {% endfor %}
