@@ -44,15 +44,17 @@
 {%- endmacro %}
 
 {#- The job lens's factors, each Σnumerator/Σdenominator: G = S × R × P, time goodput = S × R.
-    R (and what needs it) is NULL where no allocated time has step events: unknown, not 0.
+    R (and G, time goodput) is NULL where allocated time exists but none of it has step events:
+    unknown, not 0. A day with queue time only has S = 0 and G = 0 (known: no work while
+    eligible) but R and P NULL (no allocated or productive time).
     display=true rounds them when the var attribution_display_digits is set (unit tests only). -#}
 {% macro job_lens_factors(display=false) -%}
     {%- set factors = {
         'scheduling_goodput': safe_divide('allocated_pfs', 'eligible_pfs'),
-        'runtime_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('productive_pfs', 'allocated_pfs') ~ ' end',
+        'runtime_goodput': 'case when coalesce(coverage_runtime_goodput, 1) > 0 then ' ~ safe_divide('productive_pfs', 'allocated_pfs') ~ ' end',
         'program_goodput': safe_divide('useful_flop', 'productive_pfs'),
-        'job_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('useful_flop', 'eligible_pfs') ~ ' end',
-        'time_goodput': 'case when coverage_runtime_goodput > 0 then ' ~ safe_divide('productive_pfs', 'eligible_pfs') ~ ' end',
+        'job_goodput': 'case when coalesce(coverage_runtime_goodput, 1) > 0 then ' ~ safe_divide('useful_flop', 'eligible_pfs') ~ ' end',
+        'time_goodput': 'case when coalesce(coverage_runtime_goodput, 1) > 0 then ' ~ safe_divide('productive_pfs', 'eligible_pfs') ~ ' end',
     } -%}
     {%- for name, expression in factors.items() %}
         {{ attribution_display(expression) if display else expression }} as {{ name }}{{ ',' if not loop.last }}

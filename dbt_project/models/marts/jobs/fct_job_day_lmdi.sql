@@ -7,7 +7,9 @@
 --   leaf under R (badput_*)  dln = -(s1 - s0) / L(R1, R0)    (share of allocated)
 -- so Σ factor dln = ln(G1/G0), Σ factor dg_additive = G1 - G0, and each factor's leaves add up
 -- to its dln (S + Σ queue shares = 1, R + Σ badput shares = 1). NULL where a factor is 0 or
--- unknown in either day (ln undefined).
+-- unknown in either day (ln undefined), and the whole decomposition, root included, is NULL when
+-- G is 0 or unknown on either day (a queue-only day; the zero-value limits of Wood & Lenzen are
+-- not implemented).
 with
 
 job_days as (
@@ -105,7 +107,7 @@ final as (
         {{ attribution_display('value_0') }} as value_0,
         {{ attribution_display('value_1') }} as value_1,
         {{ attribution_display('dln') }} as dln,
-        {{ attribution_display("case when kind = 'root' then goodput_1 - goodput_0
+        {{ attribution_display("case when kind = 'root' and goodput_0 > 0 and goodput_1 > 0 then goodput_1 - goodput_0
             else " ~ logmean('goodput_1', 'goodput_0') ~ " * dln end") }} as dg_additive,
         {{ attribution_display('exp(dln)') }} as d_multiplicative,
         {{ attribution_display("dln / nullif(ln(goodput_1 / nullif(goodput_0, 0)), 0)") }} as share_of_dln_g,
