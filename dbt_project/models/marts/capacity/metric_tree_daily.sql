@@ -1,35 +1,68 @@
 -- The long interface of the metric tree: one row per grain, entity, day and tree node, built
--- from the seed metric_tree_nodes (the tree's shape as data) and the capacity facts. A node's
--- coverage is the measure coverage_<node_id> where one exists, else 1.
+-- from the seed metric_tree_nodes (the tree's shape as data), the capacity facts and the job
+-- lens (lens 'job' nodes: at the cluster and fleet grains from fct_job_lens_cluster_day, and at
+-- the 'job' grain, entity_id = job_id, from fct_job_day; the job grain has no capacity nodes).
+-- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
 with
 
 nodes as (
     select * from {{ ref('metric_tree_nodes') }}
 ),
 
+job_lens_clusters as (
+    select * from {{ ref('fct_job_lens_cluster_day') }}
+),
+
+job_lens_fleet as (
+    -- the job lens for the fleet: sums of the cluster-days' numerators and denominators
+    select
+        metric_date,
+        {%- for state in job_lens_states() %}
+        sum({{ state }}_pfs) as {{ state }}_pfs,
+        {%- endfor %}
+        sum(useful_flop) as useful_flop,
+        {{ safe_divide('sum(allocated_with_events_pfs)', 'sum(allocated_pfs)') }} as coverage_runtime_goodput,
+        {{ safe_divide('sum(productive_flops_known_pfs)', 'sum(productive_pfs)') }} as coverage_program_goodput
+    from job_lens_clusters
+    group by metric_date
+),
+
 wide as (
     select
         'cluster' as grain,
-        cluster as entity_id,
-        metric_date,
-        {% for measure in capacity_measures() %}cast({{ measure }} as double) as {{ measure }}{{ "," if not loop.last }}
+        facts.cluster as entity_id,
+        facts.metric_date,
+        {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
-    from {{ ref('fct_cluster_day') }}
+        {{ job_lens_tree_columns('job_lens_clusters') }}
+    from {{ ref('fct_cluster_day') }} as facts
+    left join job_lens_clusters
+        on facts.cluster = job_lens_clusters.cluster and facts.metric_date = job_lens_clusters.metric_date
     union all by name
     select
         'fleet' as grain,
-        fleet as entity_id,
-        metric_date,
-        {% for measure in capacity_measures() %}cast({{ measure }} as double) as {{ measure }}{{ "," if not loop.last }}
+        facts.fleet as entity_id,
+        facts.metric_date,
+        {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
-    from {{ ref('fct_fleet_day') }}
+        {{ job_lens_tree_columns('job_lens_fleet') }}
+    from {{ ref('fct_fleet_day') }} as facts
+    left join job_lens_fleet on facts.metric_date = job_lens_fleet.metric_date
+    union all by name
+    -- the job grain carries the job lens only
+    select
+        'job' as grain,
+        job_days.job_id as entity_id,
+        job_days.metric_date,
+        {{ job_lens_tree_columns('job_days') }}
+    from {{ ref('fct_job_day') }} as job_days
 ),
 
 measures as (
     select grain, entity_id, metric_date, measure, amount
     from wide
     unpivot include nulls (
-        amount for measure in ({{ capacity_measures() | join(', ') }})
+        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures()) | join(', ') }})
     )
 ),
 
@@ -63,6 +96,7 @@ final as (
         and coverages.grain = numerators.grain
         and coverages.entity_id = numerators.entity_id
         and coverages.metric_date = numerators.metric_date
+    where numerators.grain <> 'job' or nodes.lens = 'job'
 )
 
 select * from final
