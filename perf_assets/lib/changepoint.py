@@ -58,7 +58,10 @@ Method, per series (all series of the same length at once):
 7. Final segmentation: every accepted change is then measured between its neighbouring changes
    (the series start and end for the outer ones): ``n_before``, ``n_after``, the pooled levels
    ``sum(num) / sum(den)`` (never the mean of daily ratios), ``relative_effect = after / before - 1``
-   and its intervals describe those segments. If a change's effect falls below its minimum there,
+   and its intervals describe those segments. With ``statistic="rank"`` the levels are the medians
+   of the daily ratios instead (a spike must not move the effect that the minimum-effect rule
+   judges), for the effect filter of step 5 as well; the numerator and denominator sums are still
+   reported. If a change's effect falls below its minimum there,
    the weakest such change of the series is merged away and the others are measured again (a
    merge step in the spirit of Hunter's, on effect size only). ``p_value``, ``q_value`` and
    ``statistic`` stay those of the scan that found the change.
@@ -230,7 +233,7 @@ DEFAULT_CONFIG = DetectorConfig()
 
 @dataclass(frozen=True)
 class ChangePoint:
-    """One accepted change. Levels are pooled, ``sum(num) / sum(den)`` over the segment.
+    """One accepted change. Levels are pooled, ``sum(num) / sum(den)`` over the segment (rank scan: medians).
 
     The before/after segments run to the neighbouring changes of the same series (or its ends);
     counts, sums, levels, effect and intervals describe them. ``p_value``, ``q_value`` and
@@ -479,12 +482,17 @@ def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
         return np.where(before != 0, (after - before) / np.abs(before), np.nan)
 
 
-def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, scale: str) -> np.ndarray:
-    """Relative effect of pooled levels for each row of (G, L) at ``split``."""
+def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, config: DetectorConfig) -> np.ndarray:
+    """Relative effect of the levels (pooled; medians for the rank scan) for each row of (G, L) at ``split``."""
     left = np.arange(num.shape[1])[None, :] < split[:, None]
-    before = np.where(left, num, 0.0).sum(axis=1) / np.where(left, den, 0.0).sum(axis=1)
-    after = np.where(left, 0.0, num).sum(axis=1) / np.where(left, 0.0, den).sum(axis=1)
-    return _relative(after, before, scale)
+    if config.statistic == "rank":
+        ratio = num / den
+        before = np.nanmedian(np.where(left, ratio, np.nan), axis=1)
+        after = np.nanmedian(np.where(left, np.nan, ratio), axis=1)
+    else:
+        before = np.where(left, num, 0.0).sum(axis=1) / np.where(left, den, 0.0).sum(axis=1)
+        after = np.where(left, 0.0, num).sum(axis=1) / np.where(left, 0.0, den).sum(axis=1)
+    return _relative(after, before, config.scale)
 
 
 def _split_summary(
@@ -513,8 +521,13 @@ def _split_summary(
     bd = np.where(left, den, 0.0).sum(axis=1)
     an = np.where(right, num, 0.0).sum(axis=1)
     ad = np.where(right, den, 0.0).sum(axis=1)
-    before_level = bn / bd
-    after_level = an / ad
+    if config.statistic == "rank":  # robust levels: medians of the daily ratios, so a spike does not move them
+        ratio = num / den
+        before_level = np.nanmedian(np.where(left, ratio, np.nan), axis=1)
+        after_level = np.nanmedian(np.where(right, ratio, np.nan), axis=1)
+    else:
+        before_level = bn / bd
+        after_level = an / ad
     if config.scale == "log":
         welch_low, welch_high = np.expm1(d - q * se), np.expm1(d + q * se)
     else:
@@ -545,17 +558,21 @@ def _split_summary(
 
 
 def _weighted(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``values (G, n) x weights (B, n) -> (G, B)`` sums, row by row the same whatever ``G`` is."""
+    """``values (G, n) x weights (B, n) -> (G, B)`` sums, row by row the same whatever ``G`` is.
+
+    einsum without BLAS: a matrix product's rounding would depend on how many changes share it.
+    """
     return np.einsum("gn,bn->gb", values, weights, optimize=False)
 
 
 def _bootstrap_intervals(
     items: list[tuple[int, int, int, int]], numc: np.ndarray, denc: np.ndarray, config: DetectorConfig
 ) -> list[tuple[float, float]]:
-    """Percentile bootstrap interval of the pooled relative effect of each ``(row, lo, split, hi)``.
+    """Percentile bootstrap interval of the relative effect of each ``(row, lo, split, hi)``.
 
-    Days are resampled with replacement within each side. The resampling counts are drawn once per
-    ``(seed, n_before, n_after)`` and applied to all changes of those sizes as one weighted sum.
+    Days are resampled with replacement within each side; the levels of a resample are pooled (or,
+    for the rank scan, medians of daily ratios) as for the point estimate. The resamples are drawn
+    once per ``(seed, n_before, n_after)`` and applied to all changes of those sizes at once.
     """
     out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(items)
     if not items:
@@ -567,15 +584,24 @@ def _bootstrap_intervals(
     for nb, na in np.unique(sizes, axis=0):
         sel = np.flatnonzero((sizes[:, 0] == nb) & (sizes[:, 1] == na))
         rng = np.random.default_rng([config.seed, int(nb), int(na), 2])
-        wb = rng.multinomial(nb, np.full(nb, 1.0 / nb), size=b).astype(float)  # (B, nb)
-        wa = rng.multinomial(na, np.full(na, 1.0 / na), size=b).astype(float)
         r, lo, mid = arr[sel, 0], arr[sel, 1], arr[sel, 2]
         before_cols = lo[:, None] + np.arange(nb)[None, :]
         after_cols = mid[:, None] + np.arange(na)[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # einsum, not BLAS: the sums must not depend on how many changes share the matrix product
-            before = _weighted(numc[r[:, None], before_cols], wb) / _weighted(denc[r[:, None], before_cols], wb)
-            after = _weighted(numc[r[:, None], after_cols], wa) / _weighted(denc[r[:, None], after_cols], wa)
+        bn, bd = numc[r[:, None], before_cols], denc[r[:, None], before_cols]  # (G, nb)
+        an, ad = numc[r[:, None], after_cols], denc[r[:, None], after_cols]
+        if config.statistic == "rank":  # medians of the resampled daily ratios
+            ib, ia = rng.integers(0, nb, (b, nb)), rng.integers(0, na, (b, na))
+            rb, ra = bn / bd, an / ad
+            before, after = np.empty((sel.size, b)), np.empty((sel.size, b))
+            chunk = max(1, _CHUNK_ELEMENTS // (b * max(nb, na)))
+            for start in range(0, sel.size, chunk):  # (chunk, B, n) blocks bound memory
+                before[start : start + chunk] = np.median(rb[start : start + chunk][:, ib], axis=-1)
+                after[start : start + chunk] = np.median(ra[start : start + chunk][:, ia], axis=-1)
+        else:  # pooled levels of the resamples, from resampling counts
+            wb = rng.multinomial(nb, np.full(nb, 1.0 / nb), size=b).astype(float)  # (B, nb)
+            wa = rng.multinomial(na, np.full(na, 1.0 / na), size=b).astype(float)
+            before = _weighted(bn, wb) / _weighted(bd, wb)
+            after = _weighted(an, wa) / _weighted(ad, wa)
         effect = _relative(after, before, config.scale)
         finite = np.isfinite(effect)
         bounds = np.full((sel.size, 2), np.nan)
@@ -663,7 +689,7 @@ def detect(
             p_round[sel] = scan.p_value
             t_round[sel] = scan.statistic
             mid_round[sel] = s + scan.split
-            effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config.scale)
+            effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config)
         q_round = benjamini_hochberg(p_round)
         if not first_scan:
             first_scan = {int(row): (float(p), float(q)) for row, p, q in zip(rows, p_round, q_round)}
