@@ -54,7 +54,7 @@ def test_step_of_minus_13_percent_at_index_10_is_the_only_change():
     assert cp.p_value * 1000 == pytest.approx(round(cp.p_value * 1000), abs=1e-9)
     assert cp.p_value <= 3 / 1000
     assert cp.statistic < -10.0
-    assert cp.test == "max-scan Welch t on daily log ratios, permutation p (999), BH q<=0.05, bootstrap CI (95%, 999)"
+    assert cp.test == "max-scan Student t on daily log ratios, permutation p (999), BH q<=0.05, bootstrap CI (95%, 999)"
     # the Welch interval is centred on the mean log difference, mapped through exp(.) - 1
     assert cp.welch_ci_low < math.expm1(cp.mean_log_difference) < cp.welch_ci_high
     # the bootstrap interval is of the pooled effect itself

@@ -136,13 +136,14 @@ __all__ = [
     "detect_change_points",
     "log_ratios",
     "scan_rank_z",
+    "scan_student_t",
     "scan_welch_t",
     "series_values",
 ]
 
 #: Smallest standard error (in log-ratio units) the t statistics use; smaller is rounding noise.
 LOG_RESOLUTION = 1e-9
-STATISTICS = ("welch", "rank")
+STATISTICS = ("student", "welch", "rank")
 SCALES = ("log", "linear")
 # Relative tolerance when counting permuted statistics >= the observed one (rounding ties).
 _TIE_RTOL = 1e-9
@@ -161,7 +162,7 @@ class DetectorConfig:
     confidence: float = 0.95  # of the relative-effect intervals
     seed: int = 0  # of the permutations and the bootstrap
     max_changes: int = 3  # per series (binary segmentation depth)
-    statistic: str = "welch"  # "welch" (mean shift) or "rank" (robust: rank-sum z)
+    statistic: str = "student"  # "student" or "welch" (mean shift t), "rank" (robust: rank-sum z)
     max_qvalue: float | None = 0.05  # Benjamini-Hochberg FDR across the series of a call; None: off
     min_relative_effects: Mapping[str, float] = field(default_factory=dict)  # per metric name
     confirm_points: int = 7  # valid points after a change for the verdict "confirmed"
@@ -219,7 +220,7 @@ class DetectorConfig:
 
     @property
     def test_name(self) -> str:
-        statistic = "Welch t" if self.statistic == "welch" else "rank-sum z"
+        statistic = {"student": "Student t", "welch": "Welch t", "rank": "rank-sum z"}[self.statistic]
         values = "log ratios" if self.scale == "log" else "ratios (linear)"
         fdr = f", BH q<={self.max_qvalue:g}" if self.max_qvalue is not None else ""
         return (
@@ -350,11 +351,13 @@ def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     return q
 
 
-def _scan_moments(yc: np.ndarray, min_segment: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean difference (right - left) and floored Welch variance for every split, last axis.
+def _scan_moments(yc: np.ndarray, min_segment: int, pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Mean difference (right - left) and floored variance of it for every split, last axis.
 
-    ``yc`` is complete (no NaN) and should be centred per series for accuracy. Split ``j`` of the
-    output has ``min_segment + j`` points on the left.
+    Welch's variance ``s_l^2 / n_l + s_r^2 / n_r``, or with ``pooled`` Student's
+    ``s_p^2 (1 / n_l + 1 / n_r)`` where ``s_p^2`` pools both sides' squares over ``n - 2`` degrees
+    of freedom. ``yc`` is complete (no NaN) and should be centred per series for accuracy. Split
+    ``j`` of the output has ``min_segment + j`` points on the left.
     """
     n = yc.shape[-1]
     m = min_segment
@@ -368,10 +371,13 @@ def _scan_moments(yc: np.ndarray, min_segment: int) -> tuple[np.ndarray, np.ndar
     nr = n - nl
     ml = sl / nl
     mr = sr / nr
-    vl = np.maximum(ql - sl * ml, 0.0) / (nl - 1.0)
-    vr = np.maximum(qr - sr * mr, 0.0) / (nr - 1.0)
-    se2 = np.maximum(vl / nl + vr / nr, LOG_RESOLUTION * LOG_RESOLUTION)
-    return mr - ml, se2
+    ssl = np.maximum(ql - sl * ml, 0.0)
+    ssr = np.maximum(qr - sr * mr, 0.0)
+    if pooled:
+        se2 = (ssl + ssr) / (n - 2.0) * (1.0 / nl + 1.0 / nr)
+    else:
+        se2 = ssl / (nl - 1.0) / nl + ssr / (nr - 1.0) / nr
+    return mr - ml, np.maximum(se2, LOG_RESOLUTION * LOG_RESOLUTION)
 
 
 def _rank_moments(rc: np.ndarray, variance: np.ndarray, min_segment: int) -> tuple[np.ndarray, np.ndarray]:
@@ -402,6 +408,16 @@ def scan_welch_t(y: np.ndarray, min_segment: int) -> np.ndarray:
     if n < 2 * min_segment:
         return np.empty(y.shape[:-1] + (0,))
     diff, se2 = _scan_moments(y - y.mean(axis=-1, keepdims=True), min_segment)
+    return diff / np.sqrt(se2)
+
+
+def scan_student_t(y: np.ndarray, min_segment: int) -> np.ndarray:
+    """Student (pooled-variance) t of ``mean(y[k:]) - mean(y[:k])`` per split; shapes as :func:`scan_welch_t`."""
+    y = np.asarray(y, dtype=float)
+    n = y.shape[-1]
+    if n < 2 * min_segment:
+        return np.empty(y.shape[:-1] + (0,))
+    diff, se2 = _scan_moments(y - y.mean(axis=-1, keepdims=True), min_segment, pooled=True)
     return diff / np.sqrt(se2)
 
 
@@ -443,6 +459,7 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
     """Best split and its permutation p-value for each row of the complete matrix ``y`` (G, L)."""
     g, length = y.shape
     m = config.min_segment
+    pooled = config.statistic == "student"
     if config.statistic == "rank":
         x, variance = _centred_ranks(y)
         excess, var = _rank_moments(x, variance, m)
@@ -450,7 +467,7 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
         signed = excess
     else:
         x = y - y.mean(axis=1, keepdims=True)
-        signed, se2 = _scan_moments(x, m)
+        signed, se2 = _scan_moments(x, m, pooled)
         t2 = signed * signed / se2
     best = np.argmax(t2, axis=1)
     rows = np.arange(g)
@@ -467,7 +484,7 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             pexcess, pvar = _rank_moments(permuted, variance[start:stop, :, None], m)
             pmax = np.where(pvar > 0, pexcess * pexcess / np.where(pvar > 0, pvar, 1.0), 0.0).max(axis=-1)
         else:
-            pdiff, pse2 = _scan_moments(permuted, m)
+            pdiff, pse2 = _scan_moments(permuted, m, pooled)
             pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
         exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
     p_value = (1.0 + exceed) / (1.0 + config.n_permutations)
