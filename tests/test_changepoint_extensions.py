@@ -46,7 +46,7 @@ def test_a_clean_step_is_found_at_the_right_index_and_the_bootstrap_ci_covers_th
 def test_false_positive_rate_on_200_noise_series_is_near_the_nominal_level():
     values = _noise(200, 20, seed=5)
     # per-series testing at p <= 0.05, no effect filter: the permutation p-value alone decides
-    for statistic in ("welch", "rank"):
+    for statistic in ("student", "welch", "rank"):
         config = DetectorConfig(
             statistic=statistic, max_pvalue=0.05, max_qvalue=None, min_relative_effect=0.0, max_changes=1
         )

@@ -26,23 +26,31 @@ Method, per series (all series of the same length at once):
 3. For every split ``k`` with ``min_segment <= k <= n - min_segment`` a two-sample statistic of
    "the points from ``k`` on differ from those before" is computed from cumulative sums (O(n)
    per series, no Python loop over splits); the split with the largest ``|statistic|`` is the
-   candidate. ``statistic="welch"``: the Welch t of ``mean(y[k:]) - mean(y[:k])``.
+   candidate. ``statistic="student"`` (the default): the pooled-variance t of
+   ``mean(y[k:]) - mean(y[:k])``, i.e. the likelihood-ratio scan for one mean shift in Gaussian
+   noise. ``statistic="welch"``: the Welch t (each side its own variance; this detector's first
+   statistic). Welch's t at a split with 3 points on one side divides by a 2-degree-of-freedom
+   variance, so permuted series often reach a large maximum there; the permutation p of a real
+   step is then large. Measured: a -5% step in 12 + 12 days with 2% noise, 200 series, p <= 0.01:
+   Welch finds 151, Student 200, rank 197; all three keep the nominal rate on noise.
    ``statistic="rank"`` (the robust variant): the standardised rank sum of ``y[k:]`` (a
    Mann-Whitney / Wilcoxon z with mid-ranks for ties, ranks taken within the scanned segment;
    the scan is Pettitt's test, standardised per split). Ranks make a few spikes count as "the
    largest points", not by their size, so heavy tails and outliers neither inflate the noise
-   estimate (which costs the Welch scan its power on a real step) nor drive the split.
+   estimate (which costs the t scans their power on a real step) nor drive the split.
 4. Its p-value is a permutation test of ``max_k |statistic_k|``: the points of the segment are
    permuted ``n_permutations`` times and the whole scan is repeated on each permutation (a batch
    dimension), ``p = (1 + #{perm: max >= observed}) / (1 + n_permutations)``. This is honest for
    the scan, which a plain t-test p-value at the chosen split is not (far too small), and it is
-   exact under exchangeable noise of any distribution, for both statistics. The permutations
+   exact under exchangeable noise of any distribution, for each statistic. The permutations
    depend only on ``(seed, segment length)``, so the p-value of a segment does not depend on the
    other series of the batch.
 5. False discovery rate: the p-values of one round of scans across all series of the call are
    turned into Benjamini-Hochberg q-values (round 1: one hypothesis per tested series, "this
    series has a change"; each later round of the binary segmentation: one per segment opened by
-   the previous round's discoveries, a hierarchical BH in the spirit of Yekutieli 2008). A
+   the previous round's discoveries: sub-segments are tested only under a discovered parent, in
+   the spirit of Yekutieli's hierarchical FDR (2008), but each round is one pooled family and the
+   FDR bound of the whole tree is not proven here; the first round is plain BH). A
    candidate is accepted when ``p <= max_pvalue``, ``q <= max_qvalue`` (unless ``max_qvalue`` is
    None: per-series testing, the q-value is then only reported) and
    ``|relative_effect| >= min_relative_effect`` (per metric from ``min_relative_effects`` when
@@ -85,14 +93,17 @@ Gradual drift. A ramp has no single split, but the scan still finds one where th
 ``shape="drift"`` and measured as the pooled before/after levels of its segments.
 :attr:`SeriesResult.drift` is set when any change of the series is a drift.
 
-Choosing the statistic. The Welch scan has the most power on Gaussian-like noise, in particular
-for a change close to the end (3-5 points after it); use it for the pooled daily ratios of the
-metric tree. The rank scan is for heavy-tailed series and those with spikes (raw samples,
-per-job or per-node values): its power is little affected by outliers, while a few large spikes
-inflate the Welch variance and mask a real step. Both are exact permutation tests, so neither is
-"more calibrated"; a per-series automatic choice is not offered because any rule that looks only
-at the values (and so keeps the permutation test exact) cannot tell a few spikes from a short
-new regime.
+Choosing the statistic. The Student scan has the most power on Gaussian-like noise, in particular
+for a change close to the end (3-5 points after it); it is the default, for the pooled daily
+ratios of the metric tree. The rank scan is for heavy-tailed series and those with spikes (raw
+samples, per-job or per-node values): its power is little affected by outliers, while a few large
+spikes inflate the t scans' variance and mask a real step, and spikes bunched at one end of a
+series read as a t-scan "level change" (tests/test_changepoint_extensions.py has both cases). All
+three are exact permutation tests, so none is "more calibrated"; a per-series automatic choice is
+not offered because any rule that looks only at the values (and so keeps the permutation test
+exact) cannot tell a few spikes from a short new regime. A single-split scan has little power for
+an "epidemic" change (a level that moves and comes back in the middle of a segment): the scan of
+the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
 
 Related work. Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data" (E-divisive, arXiv 1306.4933) find change points by a divergence-based
@@ -100,7 +111,7 @@ bisection whose significance is also a permutation test. Fleming et al., "Hunter
 Point Detection to Hunt for Performance Regressions" (ICPE 2023, doi 10.1145/3578244.3583719;
 continued as Apache Otava) replace E-divisive's permutations by a split/merge scheme with a
 Student t-test over sliding windows. This detector differs from both: it uses a single-split
-scan of a mean-shift Welch t (or a rank-sum z) on log ratios (not an energy distance),
+scan of a mean-shift t (or a rank-sum z) on log ratios (not an energy distance),
 calibrates the maximum of the scan by permutation (Hunter's p-values are those of a t-test at a
 split already chosen, not adjusted for the choice), adds BH across series, computes the scan for
 all splits, all series and all permutations as array operations, and recurses by plain binary
@@ -108,7 +119,7 @@ segmentation, merging afterwards only on effect size (step 7), not on a re-test.
 numerator and denominator, so levels and effects are pooled ratios that the metric tree can
 decompose. It has not been benchmarked against Otava or E-divisive on a common data set.
 
-Zero variance: the Welch standard error is floored at ``LOG_RESOLUTION`` (differences in ``y``
+Zero variance: the t statistics' standard error is floored at ``LOG_RESOLUTION`` (differences in ``y``
 below that are numerical noise), so a perfectly constant series gives t = 0 and no change point,
 and a noiseless step gives a very large, finite t. A constant series has rank statistic 0.
 """
