@@ -40,7 +40,10 @@ Method, per series (all series of the same length at once):
    estimate (which costs the t scans their power on a real step) nor drive the split.
 4. Its p-value is a permutation test of ``max_k |statistic_k|``: the points of the segment are
    permuted ``n_permutations`` times and the whole scan is repeated on each permutation (a batch
-   dimension), ``p = (1 + #{perm: max >= observed}) / (1 + n_permutations)``. This is honest for
+   dimension), ``p = (1 + #{perm: max >= observed}) / (1 + n_permutations)``. For the Student
+   and rank scans the maximum |t| (|z|) is the maximum of ``S_k^2 / (n_left n_right)`` (``S_k`` the
+   cumulative sum of the centred values or ranks; the total sum of squares does not change under
+   permutation), so each permutation costs one cumulative sum. This is honest for
    the scan, which a plain t-test p-value at the chosen split is not (far too small), and it is
    exact under exchangeable noise of any distribution, for each statistic. The permutations
    depend only on ``(seed, segment length)``, so the p-value of a segment does not depend on the
@@ -466,24 +469,48 @@ class _Scan:
     p_value: np.ndarray  # (G,)
 
 
+def _cusum_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
+    """``S_k^2 / (n_left * n_right)`` for every split, ``S_k`` the cumulative sum of centred ``xc``.
+
+    For centred values the between-sides sum of squares is ``n * S_k^2 / (n_left * n_right)`` and
+    the total sum of squares does not change under permutation, so Student's
+    ``t^2 = (n - 2) B / (TSS - B)`` is an increasing function of this score, and so is the rank-sum
+    ``z^2`` (for centred ranks). The permutation test of ``max |t|`` (or ``max |z|``) is therefore
+    the permutation test of the maximum score: one cumulative sum per permutation, no squares.
+    """
+    n = xc.shape[-1]
+    m = min_segment
+    sl = np.cumsum(xc, axis=-1)[..., m - 1 : n - m]
+    nl = np.arange(m, n - m + 1, dtype=float)
+    return sl * sl / (nl * (n - nl))
+
+
 def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
     """Best split and its permutation p-value for each row of the complete matrix ``y`` (G, L)."""
     g, length = y.shape
     m = config.min_segment
-    pooled = config.statistic == "student"
-    if config.statistic == "rank":
-        x, variance = _centred_ranks(y)
-        excess, var = _rank_moments(x, variance, m)
-        t2 = np.where(var > 0, excess * excess / np.where(var > 0, var, 1.0), 0.0)
-        signed = excess
-    else:
-        x = y - y.mean(axis=1, keepdims=True)
-        signed, se2 = _scan_moments(x, m, pooled)
-        t2 = signed * signed / se2
-    best = np.argmax(t2, axis=1)
     rows = np.arange(g)
-    statistic = np.copysign(np.sqrt(t2[rows, best]), signed[rows, best])
-    threshold = t2[rows, best] * (1.0 - _TIE_RTOL)
+    if config.statistic == "welch":
+        x = y - y.mean(axis=1, keepdims=True)
+        signed, se2 = _scan_moments(x, m)
+        score = signed * signed / se2
+        best = np.argmax(score, axis=1)
+        statistic = signed[rows, best] / np.sqrt(se2[rows, best])
+    else:  # student and rank: the maximum |t| (|z|) is the maximum CUSUM score (_cusum_score)
+        if config.statistic == "rank":
+            x, variance = _centred_ranks(y)
+        else:
+            x = y - y.mean(axis=1, keepdims=True)
+        score = _cusum_score(x, m)
+        best = np.argmax(score, axis=1)
+        if config.statistic == "rank":
+            excess, var = _rank_moments(x, variance, m)
+            ok = var[rows, best] > 0
+            statistic = np.where(ok, excess[rows, best] / np.sqrt(np.where(ok, var[rows, best], 1.0)), 0.0)
+        else:
+            signed, se2 = _scan_moments(x, m, pooled=True)
+            statistic = signed[rows, best] / np.sqrt(se2[rows, best])
+    threshold = score[rows, best] * (1.0 - _TIE_RTOL)
 
     perms = _permutations(config.seed, length, config.n_permutations)
     exceed = np.zeros(g, dtype=np.int64)
@@ -491,12 +518,11 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
     for start in range(0, g, chunk):
         stop = min(start + chunk, g)
         permuted = x[start:stop][:, perms]  # (chunk, P, L)
-        if config.statistic == "rank":
-            pexcess, pvar = _rank_moments(permuted, variance[start:stop, :, None], m)
-            pmax = np.where(pvar > 0, pexcess * pexcess / np.where(pvar > 0, pvar, 1.0), 0.0).max(axis=-1)
-        else:
-            pdiff, pse2 = _scan_moments(permuted, m, pooled)
+        if config.statistic == "welch":
+            pdiff, pse2 = _scan_moments(permuted, m)
             pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
+        else:
+            pmax = _cusum_score(permuted, m).max(axis=-1)
         exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
     p_value = (1.0 + exceed) / (1.0 + config.n_permutations)
     return _Scan(split=best + m, statistic=statistic, p_value=p_value)
