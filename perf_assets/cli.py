@@ -93,10 +93,76 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from perf_assets.lib.build import build
+    """Series given (FILE, '-', or piped standard input): detect on them. Else: the warehouse detection."""
+    from perf_assets.lib.series_io import SeriesInputError, detect_series, read_series
 
-    ok = build(_home(args), selection="regressions*")
-    return 0 if ok else 1
+    series_options = {
+        "--column": args.column,
+        "--denominator-column": args.denominator_column,
+        "--jsonl": args.jsonl or None,
+        "--max-pvalue": args.max_pvalue,
+        "--max-qvalue": args.max_qvalue,
+        "--min-effect": args.min_effect,
+        "--robust": args.robust or None,
+        "--seed": args.seed,
+        "--scale": args.scale,
+        "--min-segment": args.min_segment,
+        "--confirm-points": args.confirm_points,
+        "--permutations": args.permutations,
+        "--better": args.better,
+    }
+    text = None
+    if args.file == "-" or (args.file is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if args.file is None and not text.strip():
+            text = None  # nothing piped in (e.g. stdin is /dev/null): the warehouse detection, as before
+    elif args.file is not None:
+        try:
+            text = Path(args.file).read_text()
+        except OSError as error:
+            print(f"perfwh detect: error: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+            return 2
+    if text is None:
+        given = [name for name, value in series_options.items() if value is not None]
+        if given:
+            print(
+                f"perfwh detect: error: {', '.join(given)} apply to series input (FILE or standard input); "
+                "the warehouse detection takes the Dagster config of the `regressions` asset",
+                file=sys.stderr,
+            )
+            return 2
+        from perf_assets.lib.build import build
+
+        ok = build(_home(args), selection="regressions*")
+        return 0 if ok else 1
+
+    from perf_assets.lib.changepoint import DetectorConfig
+
+    def pick(value, default):
+        return default if value is None else value
+
+    try:
+        max_qvalue = pick(args.max_qvalue, "0.05")
+        config = DetectorConfig(
+            max_pvalue=pick(args.max_pvalue, 0.01),
+            max_qvalue=None if max_qvalue.lower() == "none" else float(max_qvalue),
+            min_relative_effect=pick(args.min_effect, 0.03),
+            statistic="rank" if args.robust else "welch",
+            seed=pick(args.seed, 0),
+            scale=pick(args.scale, "log"),
+            min_segment=pick(args.min_segment, 3),
+            confirm_points=pick(args.confirm_points, 7),
+            n_permutations=pick(args.permutations, 999),
+        )
+        series = read_series(text, column=args.column, denominator_column=args.denominator_column, jsonl=args.jsonl)
+        results = detect_series(series, config, better=args.better)
+    except ValueError as error:  # SeriesInputError, a bad knob, a bad number
+        kind = "bad input" if isinstance(error, SeriesInputError) else "bad option"
+        print(f"perfwh detect: {kind}: {error}", file=sys.stderr)
+        return 2
+    for result in results:
+        print(json.dumps(result))
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -298,7 +364,45 @@ def parser() -> argparse.ArgumentParser:
         help="Dagster run log level (default INFO)",
     )
 
-    command("detect", "re-run change-point detection, alerts and evaluation on the current warehouse", cmd_detect)
+    detect = command(
+        "detect",
+        "change points of a series (FILE, '-' or piped standard input: one JSON result per series); with no FILE "
+        "and standard input a terminal (or empty): re-run the warehouse's change-point detection, alerts and "
+        "evaluation",
+        cmd_detect,
+    )
+    detect.add_argument(
+        "file",
+        nargs="?",
+        help="CSV (one column, or --column NAME) or JSON {\"series\": [numbers]}; '-': standard input. "
+        "Missing values (null, empty, NaN) are unknown, not zero; indices keep the original numbering. "
+        "docs/detection.md",
+    )
+    detect.add_argument("--column", help="CSV column holding the series (needed when the CSV has several)")
+    detect.add_argument("--denominator-column", help="CSV column of denominators (series = column / this)")
+    detect.add_argument(
+        "--jsonl", action="store_true", help="one JSON series per input line, one result per output line"
+    )
+    detect.add_argument("--max-pvalue", type=float, help="significance of a scan, permutation p (default 0.01)")
+    detect.add_argument(
+        "--max-qvalue", help="Benjamini-Hochberg FDR level across the series of the input, or 'none' (default 0.05)"
+    )
+    detect.add_argument("--min-effect", type=float, help="minimum |relative effect| to report (default 0.03)")
+    detect.add_argument("--robust", action="store_true", help="rank-sum scan: for heavy tails and spikes")
+    detect.add_argument("--seed", type=int, help="seed of the permutations and the bootstrap (default 0)")
+    detect.add_argument(
+        "--scale",
+        choices=["log", "linear"],
+        help="log (default): values must be > 0; linear: any sign, effect = (after - before) / |before|",
+    )
+    detect.add_argument("--min-segment", type=int, help="points on each side of a change (default 3)")
+    detect.add_argument(
+        "--confirm-points", type=int, help="points after a change for the verdict 'confirmed' (default 7)"
+    )
+    detect.add_argument("--permutations", type=int, help="permutations of the p-value (default 999)")
+    detect.add_argument(
+        "--better", choices=["higher", "lower"], help="adds kind: improvement or regression to each change"
+    )
     command("report", "print (and write reports/summary.txt) goodput, factors, regressions and evaluation", cmd_report)
 
     sql = command("sql", "query the published read-only warehouse (no query: an interactive prompt)", cmd_sql)

@@ -54,9 +54,13 @@ def test_step_of_minus_13_percent_at_index_10_is_the_only_change():
     assert cp.p_value * 1000 == pytest.approx(round(cp.p_value * 1000), abs=1e-9)
     assert cp.p_value <= 3 / 1000
     assert cp.statistic < -10.0
-    assert cp.test == "max-scan Welch t on daily log ratios, permutation p (999), Welch CI (95%)"
-    # the interval is centred on the mean log difference, mapped through exp(.) - 1
-    assert cp.ci_low < math.expm1(cp.mean_log_difference) < cp.ci_high
+    assert cp.test == "max-scan Student t on daily log ratios, permutation p (999), BH q<=0.05, bootstrap CI (95%, 999)"
+    # the Welch interval is centred on the mean log difference, mapped through exp(.) - 1
+    assert cp.welch_ci_low < math.expm1(cp.mean_log_difference) < cp.welch_ci_high
+    # the bootstrap interval is of the pooled effect itself
+    assert cp.ci_low < cp.relative_effect < cp.ci_high
+    assert (cp.direction, cp.verdict, cp.shape) == ("down", "confirmed", "step")
+    assert cp.q_value == cp.p_value  # one series: a family of one
 
 
 def test_step_is_found_for_every_seed_with_the_right_index():
@@ -108,7 +112,7 @@ def test_false_positive_rate_on_constant_series_is_controlled_by_the_scan_correc
 
 def test_p_values_of_null_series_are_roughly_uniform():
     num, den = _null_batch(n_series=200, seed=12)
-    config = DetectorConfig(max_pvalue=1.0, min_relative_effect=0.0, max_changes=1, n_permutations=199)
+    config = DetectorConfig(max_pvalue=1.0, min_relative_effect=0.0, max_changes=1, n_permutations=199, max_qvalue=None)
     cps = detect_change_points(num, den, config)
     # every row reports its best split (p <= 1 always); the p-values behave like U(0, 1)
     assert len(cps) == 200
@@ -134,6 +138,7 @@ def test_a_noiseless_step_is_found_with_a_finite_statistic():
     assert math.isfinite(cp.statistic) and cp.statistic < 0
     assert cp.relative_effect == pytest.approx(-0.13)
     assert cp.ci_low == pytest.approx(-0.13, abs=1e-6) and cp.ci_high == pytest.approx(-0.13, abs=1e-6)
+    assert cp.welch_ci_low == pytest.approx(-0.13, abs=1e-6) and cp.welch_ci_high == pytest.approx(-0.13, abs=1e-6)
 
 
 def test_scan_statistic_equals_scipy_welch_t_at_every_split():
@@ -148,15 +153,16 @@ def test_scan_statistic_equals_scipy_welch_t_at_every_split():
             assert t[i, j] == pytest.approx(ref, rel=1e-9)
 
 
-def test_ci_is_the_welch_interval_of_the_mean_log_difference():
+def test_welch_ci_is_the_welch_interval_of_the_mean_log_difference():
     num, den = _step_20(seed=21)
     (cp,) = detect_change_points(num, den)
     y = np.log(num / den)
     ref = stats.ttest_ind(y[10:], y[:10], equal_var=False).confidence_interval(0.95)
-    assert cp.ci_low == pytest.approx(math.expm1(ref.low), rel=1e-9)
-    assert cp.ci_high == pytest.approx(math.expm1(ref.high), rel=1e-9)
+    assert cp.welch_ci_low == pytest.approx(math.expm1(ref.low), rel=1e-9)
+    assert cp.welch_ci_high == pytest.approx(math.expm1(ref.high), rel=1e-9)
     assert cp.mean_log_difference == pytest.approx(y[10:].mean() - y[:10].mean(), rel=1e-12)
     narrower = detect_change_points(num, den, DetectorConfig(confidence=0.8))[0]
+    assert cp.welch_ci_low < narrower.welch_ci_low < narrower.welch_ci_high < cp.welch_ci_high
     assert cp.ci_low < narrower.ci_low < narrower.ci_high < cp.ci_high
 
 
@@ -306,19 +312,25 @@ def test_batch_results_equal_one_series_at_a_time():
         rows.append((num, den))
     nums = np.stack([r[0] for r in rows])
     dens = np.stack([r[1] for r in rows])
-    config = DetectorConfig(min_relative_effect=0.02)
+    # per-series testing (no BH): only the q-values, which are relative to the family, differ
+    config = DetectorConfig(min_relative_effect=0.02, max_qvalue=None)
 
     batch = detect_change_points(nums, dens, config)
     one_by_one: list[ChangePoint] = []
     for i, (num, den) in enumerate(rows):
         one_by_one += [dataclasses.replace(cp, series_index=i) for cp in detect_change_points(num, den, config)]
     assert len(batch) >= 16  # the comparison is not vacuous
-    assert batch == one_by_one
+    assert [dataclasses.replace(cp, q_value=0.0) for cp in batch] == [
+        dataclasses.replace(cp, q_value=0.0) for cp in one_by_one
+    ]
+    assert all(cp.q_value >= cp.p_value for cp in batch)
 
 
 def test_same_seed_same_p_values_and_another_seed_other_p_values():
     num, den = _null_batch(n_series=40, seed=3)
-    config = DetectorConfig(max_pvalue=1.0, min_relative_effect=0.0, max_changes=1, n_permutations=199, seed=42)
+    config = DetectorConfig(
+        max_pvalue=1.0, min_relative_effect=0.0, max_changes=1, n_permutations=199, seed=42, max_qvalue=None
+    )
     first = detect_change_points(num, den, config)
     again = detect_change_points(num, den, config)
     assert [cp.p_value for cp in first] == [cp.p_value for cp in again]

@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect_change_points
+from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
 DETECTED_NODES = ("goodput", *SPINE_FACTORS)
@@ -49,6 +49,11 @@ REGRESSION_SCHEMA = {
     "p_value": "double",
     "statistic": "double",
     "test": "varchar",
+    "q_value": "double",  # Benjamini-Hochberg q of p_value across the series of the run
+    "verdict": "varchar",  # confirmed (n_after >= confirm_points) | provisional
+    "shape": "varchar",  # step | drift (a line fits the segment around the change better)
+    "welch_ci_low": "double",  # Welch interval of the mean log difference, as a relative effect
+    "welch_ci_high": "double",
     "factor_log_contributions": "varchar",  # JSON: spine factor -> Δln over the same windows
     "top_factor": "varchar",
     "top_factor_share": "double",
@@ -190,11 +195,20 @@ def detect_regressions(
     config: DetectorConfig = DetectorConfig(),
     detected_at: datetime | None = None,
 ) -> pd.DataFrame:
-    """Change points on every goodput and spine-factor series, with their evidence and attribution."""
+    """Change points on every goodput and spine-factor series, with their evidence and attribution.
+
+    The minimum effect of a series is that of its metric (``config.min_relative_effects``). The
+    frame's ``attrs["series"]`` counts the series tested, changed and too short to test, and
+    ``attrs["too_short"]`` names the latter (``grain/entity/metric``): they were not tested, which
+    is not the same as "no change".
+    """
     batch = build_series(metric_tree)
     if not batch.keys:
-        return pd.DataFrame(columns=REGRESSION_COLUMNS)
-    changes = detect_change_points(batch.numerators, batch.denominators, config)
+        empty = pd.DataFrame(columns=REGRESSION_COLUMNS)
+        empty.attrs.update(series={"tested": 0, "changed": 0, "too_short": 0}, too_short=[])
+        return empty
+    result = detect(batch.numerators, batch.denominators, config, metrics=[key[2] for key in batch.keys])
+    changes = result.changes
     rollouts = software_changes(node_software)
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
@@ -248,6 +262,11 @@ def detect_regressions(
                 "p_value": change.p_value,
                 "statistic": change.statistic,
                 "test": change.test,
+                "q_value": change.q_value,
+                "verdict": change.verdict,
+                "shape": change.shape,
+                "welch_ci_low": change.welch_ci_low,
+                "welch_ci_high": change.welch_ci_high,
                 "factor_log_contributions": json.dumps(contributions, sort_keys=True),
                 "top_factor": top,
                 "top_factor_share": contributions[top] / total if top is not None and total else math.nan,
@@ -259,9 +278,19 @@ def detect_regressions(
                 "detected_at": detected_at,
             }
         )
-    return pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
+    found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True
     )
+    too_short = ["/".join(batch.keys[s.series_index]) for s in result.series if s.status == "too_short"]
+    found.attrs.update(
+        series={
+            "tested": sum(s.status != "too_short" for s in result.series),
+            "changed": sum(s.status == "changed" for s in result.series),
+            "too_short": len(too_short),
+        },
+        too_short=too_short,
+    )
+    return found
 
 
 def describe_regression(row: dict) -> str:
@@ -279,7 +308,11 @@ def describe_regression(row: dict) -> str:
     return (
         f"{row['change_kind']}: {row['metric']} of {where} from {row['change_date']}: "
         f"{row['before_level']:.4f} → {row['after_level']:.4f} ({row['relative_effect']:+.1%}, "
-        f"95% CI {row['ci_low']:+.1%} to {row['ci_high']:+.1%}, p={row['p_value']:.3g}, "
-        f"n={row['n_before']}+{row['n_after']} days); factor: {row['top_factor']}{peers}"
+        f"95% CI {row['ci_low']:+.1%} to {row['ci_high']:+.1%}, p={row['p_value']:.3g}"
+        + (f", q={row['q_value']:.3g}" if row.get("q_value") is not None and math.isfinite(row["q_value"]) else "")
+        + f", n={row['n_before']}+{row['n_after']} days"
+        + (f", {row['verdict']}" if row.get("verdict") == "provisional" else "")
+        + (", gradual drift" if row.get("shape") == "drift" else "")
+        + f"); factor: {row['top_factor']}{peers}"
         + (f"; coincides with {rollout}" if rollout else "")
     )

@@ -19,6 +19,10 @@ class DetectionConfig(dg.Config):
     min_relative_effect: float = 0.03
     n_permutations: int = 999
     seed: int = 0
+    statistic: str = "welch"  # "rank": the robust rank-sum scan (heavy tails, spikes)
+    max_qvalue: float | None = 0.05  # Benjamini-Hochberg FDR across the run's series; None: per series
+    min_relative_effects: dict[str, float] = {}  # per metric (tree node), e.g. {"availability": 0.01}
+    confirm_points: int = 7  # days after a change for the verdict "confirmed" (else provisional)
 
 
 @dg.asset(
@@ -30,9 +34,10 @@ class DetectionConfig(dg.Config):
     deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus"],
     description=(
         "Change points in goodput and its spine factors per cluster and for the fleet, each with pooled "
-        "before/after levels (numerator and denominator), relative effect, 95% CI, scan-corrected "
-        "permutation p-value, the factor that moved (log contributions), coinciding rollouts and the "
-        "same change on peers (difference in differences)."
+        "before/after levels (numerator and denominator), relative effect, 95% bootstrap CI, "
+        "scan-corrected permutation p-value, Benjamini-Hochberg q-value, verdict (confirmed or provisional), "
+        "the factor that moved (log contributions), coinciding rollouts and the same change on peers "
+        "(difference in differences)."
     ),
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
@@ -43,6 +48,10 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         min_relative_effect=config.min_relative_effect,
         n_permutations=config.n_permutations,
         seed=config.seed,
+        statistic=config.statistic,
+        max_qvalue=config.max_qvalue,
+        min_relative_effects=dict(config.min_relative_effects),
+        confirm_points=config.confirm_points,
     )
     with warehouse_write_lock(home):
         connection = connect(home.warehouse_db, read_only=False)
@@ -61,6 +70,12 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         finally:
             connection.close()
         publish_snapshot(home)
+    series = found.attrs.get("series", {})
+    if found.attrs.get("too_short"):
+        context.log.warning(
+            f"{len(found.attrs['too_short'])} series too short to test (not 'no change'): "
+            + ", ".join(found.attrs["too_short"][:20])
+        )
     confirmed = found[found["change_kind"] == "regression"]
     for row in confirmed.to_dict("records"):
         context.log.info(describe_regression(row))
@@ -69,6 +84,9 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             "dagster/row_count": dg.MetadataValue.int(len(found)),
             "regressions": dg.MetadataValue.int(len(confirmed)),
             "improvements": dg.MetadataValue.int(len(found) - len(confirmed)),
+            "provisional": dg.MetadataValue.int(int((found["verdict"] == "provisional").sum())),
+            "series_tested": dg.MetadataValue.int(int(series.get("tested", 0))),
+            "series_too_short": dg.MetadataValue.int(int(series.get("too_short", 0))),
             "summary": dg.MetadataValue.md(
                 "\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"
             ),
