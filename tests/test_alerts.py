@@ -157,14 +157,23 @@ def test_a_regression_that_returns_after_resolve_opens_a_new_alert(tmp_path):
     assert [alert["status"] for alert in read_alerts(tmp_path)] == ["resolved", "open"]
 
 
-def test_extra_detector_columns_are_read_defensively(tmp_path):
+def test_provisional_changes_page_marked_and_confirmation_updates_the_alert(tmp_path):
     rows = frame(
-        regression("2026-11-09", verdict="regression", q_value=0.01),
-        regression("2026-11-09", entity="beta", verdict="rejected", q_value=0.4),
+        regression("2026-11-09", verdict="confirmed", q_value=0.01),
+        regression("2026-11-09", entity="beta", verdict="provisional", q_value=0.04),
     )
     incidents = build_incidents(rows)
-    assert [incident["entity_id"] for incident in incidents] == ["alpha"]
+    assert [(incident["entity_id"], incident["verdict"]) for incident in incidents] == [
+        ("alpha", "confirmed"),
+        ("beta", "provisional"),
+    ]
     assert incidents[0]["metrics"]["goodput"]["q_value"] == 0.01
+    assert build_incidents(frame(regression("2026-11-09")))[0]["verdict"] == "confirmed"  # no verdict column
+
+    (opened,) = upsert(tmp_path, regression("2026-11-09", verdict="provisional")).opened
+    assert opened["verdict"] == "provisional"
+    later = upsert(tmp_path, regression("2026-11-09", verdict="confirmed"))
+    assert later.opened == [] and [alert["verdict"] for alert in later.updated] == ["confirmed"]
 
 
 # --------------------------------------------------------------------------- lifecycle

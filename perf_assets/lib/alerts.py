@@ -219,14 +219,13 @@ def _day(value: Any) -> date:
 def build_incidents(regressions: pd.DataFrame) -> list[dict]:
     """Regressions grouped into incidents: (grain, entity, metric group, kind), change days chained ± 2 days.
 
-    Improvements do not page. Columns beyond REGRESSION_SCHEMA (e.g. verdict) are carried along;
-    a `verdict` column, when present, drops rows whose verdict is not a confirmed regression.
+    Improvements do not page. A provisional change (too few days after it to be confirmed) does
+    page, marked `provisional`, because waiting for confirmation would delay every alert by the
+    confirmation window; it becomes `confirmed` when a later detection run confirms it.
     """
     if regressions.empty:
         return []
     found = regressions[regressions["change_kind"] == "regression"].copy()
-    if "verdict" in found.columns:
-        found = found[found["verdict"].isna() | found["verdict"].astype(str).isin(["regression", "confirmed"])]
     if found.empty:
         return []
     found["_group"] = found["metric"].map(metric_group)
@@ -274,6 +273,7 @@ def build_incidents(regressions: pd.DataFrame) -> list[dict]:
                         }
                         for row in chain
                     },
+                    "verdict": str(headline.get("verdict") or "confirmed"),
                     "top_factor": headline.get("top_factor"),
                     "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
                 }
@@ -550,7 +550,15 @@ def same_evidence(a: Any, b: Any) -> bool:
     return a == b
 
 
-EVIDENCE_FIELDS = ("change_date", "summary", "regression_ids", "metrics", "top_factor", "coinciding_changes")
+EVIDENCE_FIELDS = (
+    "change_date",
+    "summary",
+    "regression_ids",
+    "metrics",
+    "verdict",
+    "top_factor",
+    "coinciding_changes",
+)
 
 
 def upsert_incidents(
