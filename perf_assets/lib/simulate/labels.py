@@ -18,6 +18,33 @@ def software_before(fleet: Fleet, cluster: str, at: int) -> SoftwareStack:
     return stack
 
 
+def software_history(fleet: Fleet, cluster: str) -> dict[str, list[tuple[int, SoftwareStack, float]]]:
+    """Per node of a cluster: (from, stack, power limit) at the window start and at every instant a
+    rollout or an incident changed it (several changes at one instant make one row)."""
+    spec = fleet.scenario.cluster(cluster)
+    changes = [
+        (r.at, spec.nodes, r.changes, None) for r in sorted(fleet.rollouts, key=lambda r: r.at) if r.cluster == cluster
+    ]
+    changes += [
+        (c.at, c.nodes, c.changes, c.power_limit_w) for c in fleet.effects.software_changes() if c.cluster == cluster
+    ]
+    state = {node: (fleet.scenario.software, spec.sku.power_limit_w) for node in spec.nodes}
+    history = {node: [(fleet.t0, *state[node])] for node in spec.nodes}
+    for at in sorted({change[0] for change in changes}):
+        touched = []
+        for when, nodes, versions, limit in changes:
+            if when != at:
+                continue
+            for node in nodes:
+                stack, old_limit = state[node]
+                state[node] = (dataclasses.replace(stack, **dict(versions)), old_limit if limit is None else limit)
+                touched.append(node)
+        for node in spec.nodes:
+            if node in touched:
+                history[node].append((at, *state[node]))
+    return history
+
+
 def incidents(fleet: Fleet) -> list[dict]:
     """One label per injected incident inside the window. Node faults and maintenance are not labels:
     they are ordinary availability events, recorded in node_events (and in SimulationResult.faults)."""
