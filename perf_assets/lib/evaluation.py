@@ -52,8 +52,11 @@ def _near(change_date: object, label_start: str) -> bool:
 
 def evaluate(regressions: pd.DataFrame, labels: list[dict]) -> Evaluation:
     """A label is detected when a cluster regression of its entity starts within a day of it on
-    its factor or on goodput; a regression is explained when some label of its entity is that near."""
+    its factor or on goodput; a regression is explained when some label of its entity is that near.
+    Decoys (`decoy: true`: noise, diurnal swings, null rollouts, maintenance) must not alert: they are
+    not counted as labels to find, and a regression near one alone is unexplained."""
     cluster = regressions[(regressions["grain"] == "cluster") & (regressions["change_kind"] == "regression")]
+    labels = [label for label in labels if not label.get("decoy")]
     matches = []
     for label in labels:
         candidates = cluster[
