@@ -371,3 +371,29 @@ def test_evaluation_ignores_decoys_as_targets_and_counts_alerts_on_them():
     score = evaluate(found, [real, decoy])
     assert (score.labels, score.detected_labels, score.recall) == (1, 1, 1.0)
     assert (score.cluster_regressions, score.explained_regressions, score.precision) == (2, 1, 0.5)
+
+
+def test_evaluation_explains_a_regression_on_any_cluster_of_a_mix_shift():
+    import pandas as pd
+
+    from perf_assets.lib.evaluation import evaluate
+
+    label = {"incident_id": "m", "cluster": "a100", "start": "2026-10-21T00:00:00Z", "factor": "program_goodput"}
+    label |= {"scope": {"clusters": ["a100", "h100"]}, "cause": {"dimension": "sku", "value": "A100"}, "decoy": False}
+    found = pd.DataFrame(
+        [
+            {
+                "regression_id": "r",
+                "grain": "cluster",
+                "entity_id": "h100",
+                "metric": "goodput",
+                "change_kind": "regression",
+                "change_date": "2026-10-21",
+                "p_value": 0.01,
+                "relative_effect": -0.3,
+                "top_factor": "allocation",
+                "coinciding_changes": "[]",
+            }
+        ]
+    )
+    assert evaluate(found, [label]).precision == 1.0

@@ -343,7 +343,7 @@ def _catalogue_label(fleet: Fleet, a: Applied) -> dict:
             grain="fleet",
             magnitude={"gap_h": spec.gap_h},
             factor="program_goodput",
-            moves=["program_goodput"],
+            moves=["goodput", "allocation", "program_goodput"],
             expected=None,  # a composition change: per-SKU rates stay, the weights move
             cause={"dimension": "sku", "value": scenario.cluster(spec.to_cluster).sku.name},
             direction="improvement" if gains > 0 else "regression",
