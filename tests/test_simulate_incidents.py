@@ -297,27 +297,35 @@ def test_hbm_probe_declines_on_the_decaying_node(lake, labels):
     end = at(label["start"]) + timedelta(hours=label["magnitude"]["ramp_h"])
     slower = busy_ratio(lake, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", node, end, end + timedelta(days=3))
     before = busy_ratio(lake, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", node, start - timedelta(days=3), start)
-    assert slower / before == pytest.approx(1 / 1.08, abs=0.03)  # its jobs' steps slow down with it
+    # its jobs slow down with it (x1.15 at the ramp's end; before, some of its jobs already straggled at
+    # the x1.10 of the capped rack r1, so the ratio lies between 1/1.15 and 1.10/1.15)
+    assert 1 / 1.15 - 0.02 < slower / before < 0.97
 
 
-def allocated_share(lake, cluster: str, start: datetime, end: datetime) -> float:
-    nodes = {"h100": 5, "h200": 4, "a100": 4}[cluster]
-    seconds = lake.sql(
+def allocated_seconds(lake, cluster: str, start: datetime, end: datetime) -> float:
+    """Node-seconds allocated on a cluster within [start, end) (sacct job rows)."""
+    return lake.sql(
         f"""select sum(epoch(least(coalesce(end_at, '{end.isoformat()}'), '{end.isoformat()}')
                            - greatest(start_at, '{start.isoformat()}')) * n_nodes)
             from sacct where cluster = '{cluster}' and job_step is null and start_at < '{end.isoformat()}'
               and coalesce(end_at, '{end.isoformat()}') > '{start.isoformat()}'"""
     ).fetchone()[0]
-    return seconds / (nodes * (end - start).total_seconds())
 
 
 def test_mix_shift_moves_work_to_the_a100_cluster(lake, labels):
     label = labels["workload_mix_shift"]
     start, end = at(label["start"]), datetime(2026, 10, 29, tzinfo=timezone.utc)
     base = (datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 10, 5, tzinfo=timezone.utc))
-    h100_before, h100_after = allocated_share(lake, "h100", *base), allocated_share(lake, "h100", start, end)
-    assert h100_after < h100_before - 0.15  # the H100 cluster gets less work
-    assert allocated_share(lake, "a100", start, end) > max(0.85, allocated_share(lake, "a100", *base))  # A100 more
+    nodes = {"h100": 5, "h200": 4, "a100": 4}
+
+    def share(cluster: str, window: tuple[datetime, datetime]) -> float:
+        return allocated_seconds(lake, cluster, *window) / sum(allocated_seconds(lake, c, *window) for c in nodes)
+
+    def allocation(cluster: str, window: tuple[datetime, datetime]) -> float:
+        return allocated_seconds(lake, cluster, *window) / (nodes[cluster] * (window[1] - window[0]).total_seconds())
+
+    assert allocation("h100", (start, end)) < allocation("h100", base) - 0.15  # the H100 cluster gets less work
+    assert share("a100", (start, end)) > share("a100", base) + 0.025  # the fleet's work moves toward the A100s
 
 
 def test_framework_upgrade_speeds_steps_up(lake, labels):

@@ -122,8 +122,9 @@ class HbmDecay:
 
 @dataclass(frozen=True)
 class MixShift:
-    """Work moves to `to_cluster` (an older SKU): its jobs are submitted ahead of time (always queued),
-    the `from_clusters`' jobs `gap_h` later than they could start. Per-SKU rates stay; the mix moves."""
+    """Work moves to `to_cluster` (an older SKU): its jobs are submitted ahead of time, in the sizes that
+    fit first (always a job ready), the `from_clusters`' jobs `gap_h` later than they could start.
+    Per-SKU rates stay; the fleet's mix of work moves toward the receiving SKU."""
 
     incident_id: str
     offset_h: float

@@ -286,7 +286,10 @@ class _ClusterSim:
         drawn = self.draw_job()
         fits = {size: self.fit_time(size, now, drawn["time_limit_s"]) for size in mix.sizes if size <= len(self.nodes)}
         soonest = min(fits.values())
-        allowed = [size for size in fits if fits[size] <= soonest + mix.fit_slack_h * HOUR_S]
+        slack_h = mix.fit_slack_h
+        if self.touched and self.effects.receives_work(self.cluster.name, now):
+            slack_h = 0.0  # a cluster receiving work always has a job that fits first
+        allowed = [size for size in fits if fits[size] <= soonest + slack_h * HOUR_S]
         weights = np.asarray([mix.size_weights[mix.sizes.index(size)] for size in allowed])
         size = int(self.rng.choice(allowed, p=weights / weights.sum()))
         offset_h = self.uniform(mix.submit_offset_h)

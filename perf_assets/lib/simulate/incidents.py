@@ -258,6 +258,10 @@ class Effects:
                 offset_h += a.spec.gap_h  # nodes sit idle before the next job comes
         return offset_h
 
+    def receives_work(self, cluster: str, t: int) -> bool:
+        """Whether a mix shift moves work to `cluster` at `t` (its demand then asks for sizes that fit first)."""
+        return any(a.spec.to_cluster == cluster and a.start <= t < a.end for a in self.of(MixShift))
+
     def extra_faults(self, seed: int, cluster: str, reasons: tuple[str, ...]) -> list[tuple[int, str, str]]:
         """(time, node, reason) of the faults a bad hardware batch adds, from its own stream."""
         out = []
