@@ -342,13 +342,35 @@ def test_labels_match_the_contract(demo):
             {
                 "incident_id": "demo-nccl-rollout-alpha",
                 "kind": "software_rollout_slowdown",
+                "decoy": False,
+                "direction": "regression",
                 "cluster": "alpha",
                 "nodes": ALPHA,
                 "start": "2026-11-08T00:00:00Z",
                 "end": None,
+                "grain": "cluster",
+                "scope": {
+                    "clusters": ["alpha"],
+                    "nodes": ALPHA,
+                    "gpus": [],
+                    "jobs": [f"alpha-{number:06d}" for number in range(12, 23)],
+                    "versions": {
+                        "nccl": {"from": "2.21.5", "to": "2.22.3"},
+                        "image": {"from": "trainer:2026.10.1", "to": "trainer:2026.11.1"},
+                    },
+                },
+                "magnitude": {"step_time_factor": 1.15},
                 "factor": "program_goodput",
+                "moves": ["goodput", "program_goodput"],
                 "expected_relative_change": -0.1304,
-                "cause": {"component": "nccl", "from": "2.21.5", "to": "2.22.3"},
+                "attribution": "rate",
+                "cause": {
+                    "dimension": "nccl",
+                    "value": "2.22.3",
+                    "component": "nccl",
+                    "from": "2.21.5",
+                    "to": "2.22.3",
+                },
             }
         ],
     }

@@ -101,3 +101,39 @@ def test_fleet_1k_parses():
     for maintenance in fleet.maintenances:
         assert maintenance.node in fleet.cluster(maintenance.cluster).nodes
     assert len({cluster.slurm_id_base for cluster in fleet.clusters}) == len(fleet.clusters)
+
+
+def test_incidents_and_fleet_1k_list_the_whole_catalogue():
+    from perf_assets.lib.simulate.catalogue import Incidents
+
+    kinds = set(Incidents.__dataclass_fields__)
+    small = get_scenario("incidents")
+    assert {name for name, _ in small.incidents.all()} == kinds  # one of each
+    assert len(small.incidents.all()) == len(kinds)
+    big = get_scenario("fleet-1k")
+    counts = {name: sum(1 for kind, _ in big.incidents.all() if kind == name) for name in kinds}
+    assert set(counts) == kinds and min(counts.values()) >= 1
+    assert sum(count >= 2 for count in counts.values()) >= 10  # several magnitudes
+    assert demo().incidents == Incidents() and demo().dcgm_fields == get_scenario("demo").dcgm_fields
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("stranded_nodes: 1}", "stranded_nodes: 1, nodes_lost: 2}", "'nodes_lost'"),
+        ("node: h100-n04, gpus", "node: h100-n09, gpus", "'h100-n09' is not a node of h100"),
+        ("rack: h200-r1", "rack: h200-r7", "unknown rack 'h200-r7'"),
+        ("step_time_factor: 0.93", "step_time_factor: 1.05", "does not fit framework_upgrades"),
+        ("save_time_factor: 6.0}", "save_time_factor: 6.0}\n  power_naps: []", "'power_naps'"),
+        ("probes: [gemm, hbm_stream]", "probes: [gemm, nvbandwidth]", "unknown probe 'nvbandwidth'"),
+        ("  - DCGM_FI_DEV_GPU_TEMP", "  - DCGM_FI_DEV_FAN_SPEED", "unknown field 'DCGM_FI_DEV_FAN_SPEED'"),
+        ("incident_id: decoy-noise-h100,", "incident_id: inc-fragmentation-a100,", "incident_id used twice"),
+    ],
+)
+def test_bad_incidents_are_rejected_by_name(tmp_path, old, new, message):
+    text = (SCENARIO_DIR / "incidents.yaml").read_text()
+    assert old in text
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=message):
+        get_scenario(str(path))

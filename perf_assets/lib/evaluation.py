@@ -50,10 +50,19 @@ def _near(change_date: object, label_start: str) -> bool:
     return abs(changed - start) <= MATCH_WINDOW
 
 
+def _clusters(label: dict) -> list[str]:
+    """The clusters a label's incident acts on: its scope's (a mix shift moves several), else its own."""
+    return (label.get("scope") or {}).get("clusters") or [label["cluster"]]
+
+
 def evaluate(regressions: pd.DataFrame, labels: list[dict]) -> Evaluation:
     """A label is detected when a cluster regression of its entity starts within a day of it on
-    its factor or on goodput; a regression is explained when some label of its entity is that near."""
+    its factor or on goodput; a regression is explained when some label of its entity (or with the
+    entity among its scope's clusters) is that near.
+    Decoys (`decoy: true`: noise, diurnal swings, null rollouts, maintenance) must not alert: they are
+    not counted as labels to find, and a regression near one alone is unexplained."""
     cluster = regressions[(regressions["grain"] == "cluster") & (regressions["change_kind"] == "regression")]
+    labels = [label for label in labels if not label.get("decoy")]
     matches = []
     for label in labels:
         candidates = cluster[
@@ -83,7 +92,7 @@ def evaluate(regressions: pd.DataFrame, labels: list[dict]) -> Evaluation:
             }
         )
     explained = sum(
-        any(label["cluster"] == row.entity_id and _near(row.change_date, label["start"]) for label in labels)
+        any(row.entity_id in _clusters(label) and _near(row.change_date, label["start"]) for label in labels)
         for row in cluster.itertuples()
     )
     detected = [match for match in matches if match["detected"]]

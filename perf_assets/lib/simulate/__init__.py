@@ -11,10 +11,11 @@ Slurm mapping: the Slurm job name (sacct JobName) carries our job_id; each attem
 Slurm allocation with its own numeric JobID, so a requeue after a node fault is a new JobID with the
 same JobName. step_events and job_meta use job_id = JobName; step_events carry the attempt number.
 
-Modules: `scenario` (the scenario as frozen data), `steps` (one attempt's events, vectorised),
-`fleet` (the discrete-event simulation: jobs, attempts, faults, node states), `telemetry` (DCGM
-samples and GEMM probes), `slurm` (sacct spellings), `labels` (ground truth), `writers` (one per
-landing format).
+Modules: `scenario` (the scenario as frozen data), `catalogue` (the incident kinds a scenario may
+list), `incidents` (what they do to the fleet), `steps` (one attempt's events, vectorised), `fleet`
+(the discrete-event simulation: jobs, attempts, faults, node states), `telemetry` (DCGM samples and
+GEMM/HBM probes), `slurm` (sacct spellings), `labels` (ground truth), `writers` (one per landing
+format).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Each cluster is a small discrete-event simulation with a FIFO Slurm-like schedul
   (NODE_FAIL), then the node is `down` and in `repair` for a few hours, and the job is requeued as a
   new attempt that resumes from its last committed checkpoint (steps after it are run again).
 - Rollouts: from a rollout's instant every step of its cluster is slower by its factor.
+- The incident catalogue (`incidents.Effects`): per-node slowdowns, stalls and save factors reach an
+  attempt's timeline, stranded nodes the scheduler, demand shifts the submit times, bad batches more
+  faults, decoy maintenances more windows. A cluster without incidents draws exactly as before.
 
 Slurm mapping: the Slurm job name carries our job_id; each attempt is one Slurm allocation with its
 own numeric JobID (a requeue is a new JobID with the same JobName).
@@ -27,6 +30,7 @@ import numpy as np
 
 from perf_assets.lib.simulate.clock import DAY_S, HOUR_S, epoch_of
 from perf_assets.lib.simulate.ids import stream
+from perf_assets.lib.simulate.incidents import AttemptEffects, Effects
 from perf_assets.lib.simulate.scenario import Cluster, Scenario
 from perf_assets.lib.simulate.steps import StepPlan, Timeline, build_timeline
 
@@ -67,6 +71,7 @@ class Attempt:
     stop_at: int | None = None  # fault or cancel: no events from here; the allocation ends at `end`
     stop_reason: str | None = None  # fault | cancel
     failed_node: str | None = None
+    effects: AttemptEffects | None = None  # the incidents its steps run into (None: none)
 
     @property
     def job_id(self) -> str:
@@ -115,6 +120,7 @@ class Fleet:
     intervals: tuple[NodeInterval, ...]
     faults: tuple[NodeFault, ...]
     rollouts: tuple[AppliedRollout, ...]
+    effects: Effects
 
     @property
     def attempts(self) -> list[Attempt]:
@@ -131,8 +137,10 @@ _RELEASE, _MAINT, _FAULT, _SUBMIT, _SCHED = range(5)
 class _ClusterSim:
     TICK_S = 600
 
-    def __init__(self, scenario: Scenario, cluster: Cluster, seed: int, t0: int, t1: int, slowdowns):
+    def __init__(self, scenario: Scenario, cluster: Cluster, seed: int, t0: int, t1: int, slowdowns, effects: Effects):
         self.sc = scenario
+        self.effects = effects
+        self.touched = effects.touches(cluster.name)
         self.mix = scenario.jobs
         self.cluster = cluster
         self.seed = seed
@@ -176,7 +184,8 @@ class _ClusterSim:
         if faults.forced_cluster == self.cluster.name:
             at = self.t0 + faults.forced_at_fraction * (self.t1 - self.t0)
             self.push(at, _FAULT, "forced_fault", None)
-        for window in self.sc.maintenances:
+        decoys = self.effects.maintenances(self.cluster.name) if self.touched else []
+        for window in (*self.sc.maintenances, *decoys):
             if window.cluster != self.cluster.name:
                 continue
             start = int(self.t0 + window.offset_h * HOUR_S)
@@ -184,6 +193,9 @@ class _ClusterSim:
             if start < self.t1:
                 self.maint[window.node].append((start, end, window.reason))
                 self.push(start, _MAINT, "maint_start", (window.node, end, window.reason))
+        if self.touched:
+            for at, node, reason in self.effects.extra_faults(self.seed, self.cluster.name, faults.reasons):
+                self.push(at, _FAULT, "fault", (node, reason, False))
         for tick in range(self.t0, self.t1, self.TICK_S):  # the scheduler's periodic pass
             self.push(tick, _SCHED, "sched")
         self.plan_demand(self.t0)
@@ -201,12 +213,17 @@ class _ClusterSim:
         per_step = step_time + np.mean(mix.ckpt_save_s) / ckpt_every + np.mean(mix.eval_s) / eval_every
         total_steps = max(10, int((duration - 400.0) / per_step))
         worst = math.prod(factor for _, factor in self.slowdowns) * math.exp(4 * mix.step_noise_sigma)
+        save_worst = 1.0
+        if self.touched:
+            worst *= self.effects.worst_step_factor(self.cluster.name)
+            save_worst = self.effects.worst_save_factor(self.cluster.name)
         prologue = sum(b for _, b in (mix.startup_s, mix.device_init_s, mix.training_prep_s, mix.ckpt_restore_s))
         estimate = (
             prologue
             + mix.first_batch_s[1]
             + mix.teardown_s[1]
-            + total_steps * (step_time * worst + mix.ckpt_save_s[1] / ckpt_every + mix.eval_s[1] / eval_every)
+            + total_steps
+            * (step_time * worst + mix.ckpt_save_s[1] * save_worst / ckpt_every + mix.eval_s[1] / eval_every)
         )
         owner, user = mix.owners[int(rng.integers(len(mix.owners)))]
         names, weights = zip(*mix.workloads)
@@ -269,10 +286,16 @@ class _ClusterSim:
         drawn = self.draw_job()
         fits = {size: self.fit_time(size, now, drawn["time_limit_s"]) for size in mix.sizes if size <= len(self.nodes)}
         soonest = min(fits.values())
-        allowed = [size for size in fits if fits[size] <= soonest + mix.fit_slack_h * HOUR_S]
+        slack_h = mix.fit_slack_h
+        if self.touched and self.effects.receives_work(self.cluster.name, now):
+            slack_h = 0.0  # a cluster receiving work always has a job that fits first
+        allowed = [size for size in fits if fits[size] <= soonest + slack_h * HOUR_S]
         weights = np.asarray([mix.size_weights[mix.sizes.index(size)] for size in allowed])
         size = int(self.rng.choice(allowed, p=weights / weights.sum()))
-        offset = self.uniform(mix.submit_offset_h) * HOUR_S
+        offset_h = self.uniform(mix.submit_offset_h)
+        if self.touched:
+            offset_h = self.effects.submit_shift_h(self.cluster.name, now, offset_h, mix.submit_offset_h[1])
+        offset = offset_h * HOUR_S
         submit = int(max(now + 60, fits[size] + offset))
         if submit >= self.t1:
             return
@@ -297,6 +320,9 @@ class _ClusterSim:
                 return
             head = eligible[0]  # FIFO: the queue is kept in job submit order
             free = [node for node in self.nodes if self.usable(node, now, head.job.time_limit_s)]
+            stranded = self.effects.stranded(self.cluster.name, now) if self.touched else 0
+            if stranded:  # fragmentation: some idle nodes cannot be given to this job
+                free = free[: max(0, len(free) - stranded)]
             if len(free) < head.job.n_nodes:
                 return
             self.start(head, tuple(free[: head.job.n_nodes]), now)
@@ -304,7 +330,13 @@ class _ClusterSim:
     def start(self, attempt: Attempt, nodes: tuple[str, ...], now: int) -> None:
         job = attempt.job
         self.queue.remove(attempt)
-        timeline = build_timeline(job.plan, attempt.attempt, now, job.ckpt_step + 1, self.slowdowns, self.mix, self.rng)
+        effects = None
+        if self.touched:
+            effects = self.effects.for_attempt(self.seed, self.cluster.name, nodes, job.job_id, attempt.attempt)
+        timeline = build_timeline(
+            job.plan, attempt.attempt, now, job.ckpt_step + 1, self.slowdowns, self.mix, self.rng, effects
+        )
+        attempt.effects = effects
         if timeline.alloc_end > now + job.time_limit_s:
             raise AssertionError(f"{job.job_id}: planned run exceeds its time limit; widen the estimate")
         attempt.start, attempt.nodes, attempt.state, attempt.timeline = now, nodes, "RUNNING", timeline
@@ -461,11 +493,12 @@ def simulate_fleet(scenario: Scenario, seed: int) -> Fleet:
     jobs: list[Job] = []
     intervals: list[NodeInterval] = []
     faults: list[NodeFault] = []
+    effects = Effects(scenario, t0, t1)
     for cluster in scenario.clusters:
         slowdowns = tuple((r.at, r.step_time_factor) for r in rollouts if r.cluster == cluster.name)
-        sim = _ClusterSim(scenario, cluster, seed, t0, t1, slowdowns)
+        sim = _ClusterSim(scenario, cluster, seed, t0, t1, slowdowns, effects)
         sim.run()
         jobs += sim.jobs
         intervals += sorted(sim.intervals, key=lambda i: (i.start, i.node, i.state))
         faults += sim.faults
-    return Fleet(scenario, seed, t0, t1, tuple(jobs), tuple(intervals), tuple(faults), rollouts)
+    return Fleet(scenario, seed, t0, t1, tuple(jobs), tuple(intervals), tuple(faults), rollouts, effects)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from perf_assets.lib.simulate.catalogue import Incidents, check_incidents
+
 
 @dataclass(frozen=True)
 class Sku:
@@ -30,6 +32,8 @@ class Sku:
     idle_power_w: float
     mfu_range: tuple[float, float]  # band of a job's program goodput on this SKU (jobs sit near its middle)
     gemm_fraction_range: tuple[float, float]  # GEMM probe result as a fraction of peak
+    max_sm_clock_mhz: float = 1980.0  # DCGM_FI_DEV_SM_CLOCK under load (gpu_sku_specs.csv)
+    hbm_bandwidth_gbps: float = 3350.0  # hbm_stream probe peak (gpu_sku_specs.csv)
 
     @property
     def peak_tflops(self) -> float:
@@ -53,6 +57,8 @@ A100_SXM4_80GB = Sku(
     idle_power_w=58.0,
     mfu_range=(0.45, 0.50),
     gemm_fraction_range=(0.78, 0.80),
+    max_sm_clock_mhz=1410.0,
+    hbm_bandwidth_gbps=2039.0,
 )
 H200_SXM = Sku(
     name="H200-SXM",
@@ -62,8 +68,19 @@ H200_SXM = Sku(
     idle_power_w=75.0,
     mfu_range=(0.38, 0.48),  # same compute as H100, more HBM bandwidth
     gemm_fraction_range=(0.78, 0.80),
+    hbm_bandwidth_gbps=4800.0,
 )
 SKUS: dict[str, Sku] = {sku.name: sku for sku in (H100_SXM, A100_SXM4_80GB, H200_SXM)}
+
+# DCGM fields every scenario writes by default, and the ones a scenario may add (`dcgm_fields`).
+DCGM_FIELDS = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_DEV_POWER_USAGE",
+)
+DCGM_EXTRA_FIELDS = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_THERMAL_VIOLATION")
+PROBES = ("gemm", "hbm_stream")  # daily probes a scenario may run (`probes`)
 
 
 @dataclass(frozen=True)
@@ -177,6 +194,9 @@ class Scenario:
     dcgm_step_s: int = 300
     pending_snapshot_s: int = 3600
     probe_offset_s: tuple[float, float] = (1800.0, 3000.0)  # daily GEMM probe, after midnight UTC
+    incidents: Incidents = field(default_factory=Incidents)  # the catalogue (catalogue.py)
+    dcgm_fields: tuple[str, ...] = DCGM_FIELDS
+    probes: tuple[str, ...] = ("gemm",)
 
     def with_window(self, start: dt.date | None = None, days: int | None = None) -> "Scenario":
         return replace(self, start=start or self.start, days=self.days if days is None else int(days))
@@ -261,7 +281,21 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 
 def scenario_from_dict(data: dict) -> Scenario:
     """Build a Scenario from plain data (as parsed from YAML), checking every key and value type."""
-    return _build(Scenario, data, "scenario")
+    scenario = _build(Scenario, data, "scenario")
+    check_scenario(scenario)
+    return scenario
+
+
+def check_scenario(scenario: Scenario) -> None:
+    """ValueError for references that do not exist (clusters, nodes, fields, probes)."""
+    for name in scenario.dcgm_fields:
+        if name not in DCGM_FIELDS + DCGM_EXTRA_FIELDS:
+            raise ValueError(f"scenario.dcgm_fields: unknown field {name!r}; known: {DCGM_FIELDS + DCGM_EXTRA_FIELDS}")
+    for name in scenario.probes:
+        if name not in PROBES:
+            raise ValueError(f"scenario.probes: unknown probe {name!r}; known: {', '.join(PROBES)}")
+    racks = {c.name: {c.rack_of(node) for node in c.nodes} for c in scenario.clusters}
+    check_incidents(scenario.incidents, {c.name: c.nodes for c in scenario.clusters}, racks)
 
 
 def _build(cls: type, data: object, where: str):

@@ -10,6 +10,11 @@ A step's time (the gap to the next step_start, or to job_end for the last step, 
 ckpt_save and custom intervals inside it) is `nominal x lognormal(0, sigma)`, times the slowdown
 factor of every rollout whose instant is at or before the step's start. Blocking events sit between
 two step_starts, 2 ms apart from their neighbours so that every timestamp of an attempt is distinct.
+
+Incidents (`incidents.AttemptEffects`, only for attempts that run into one) then multiply each step's
+time by the multiplier at its start (iterated, since slower steps move later steps' starts), scale
+checkpoint saves, add noise, and put data-loader stalls at the start of some steps as
+data_loading_start/_end (step = the step waiting for its batch), which count as step time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perf_assets.lib.contracts import STEP_EVENTS
+from perf_assets.lib.simulate.incidents import AttemptEffects
 from perf_assets.lib.simulate.scenario import JobMix
 
 CODE = {name: index for index, name in enumerate(STEP_EVENTS)}
@@ -35,6 +41,7 @@ class Timeline:
     code: np.ndarray  # int8, index into contracts.STEP_EVENTS
     step: np.ndarray  # int64, NO_STEP where the event has no step
     alloc_end: int  # planned end of the allocation (unix s) when the attempt runs to completion
+    stalled: bool = False  # data_loading_start/_end inside steps (data-loader stalls)
 
     def __len__(self) -> int:
         return int(self.ts_ms.size)
@@ -42,7 +49,7 @@ class Timeline:
     def before(self, t: float) -> "Timeline":
         """The events strictly before `t` (seconds): what an attempt stopped at `t` has recorded."""
         keep = self.ts_ms < int(round(t * 1000))
-        return Timeline(self.ts_ms[keep], self.code[keep], self.step[keep], self.alloc_end)
+        return Timeline(self.ts_ms[keep], self.code[keep], self.step[keep], self.alloc_end, self.stalled)
 
     def last_checkpoint(self, t: float, default: int) -> int:
         """The step of the last checkpoint committed (ckpt_save_end) before `t`, else `default`."""
@@ -75,6 +82,7 @@ def build_timeline(
     slowdowns: tuple[tuple[float, float], ...],
     mix: JobMix,
     rng: np.random.Generator,
+    effects: AttemptEffects | None = None,
 ) -> Timeline:
     """The full planned timeline of an attempt whose allocation starts at `start` (unix seconds)."""
     times: list[float] = []
@@ -128,7 +136,19 @@ def build_timeline(
             compute[first_slow:] *= factor
             starts = step_starts(compute)
 
-    compute_end = starts + compute
+    lead = np.zeros(n)  # stall before the step computes (data loading), with its two event gaps
+    if effects is not None and n:
+        z, u = effects.rng.normal(0.0, 1.0, n), effects.rng.random(n)
+        base, base_save = compute, save
+        for _ in range(4):  # the multipliers depend on the starts, which depend on the multipliers
+            compute = base * effects.multiplier(starts) * effects.noise_factor(starts, z)
+            save = base_save * effects.save_factor(starts)
+            stall = effects.stall_seconds(starts, plan.step_time_s, u)
+            lead = np.where(stall > 0, stall + 2 * EPS_S, 0.0)
+            blocking = save + np.where(is_eval, evaluate + EPS_S, 0.0) + np.where(is_ckpt | is_eval, EPS_S, 0.0)
+            starts = step_starts(lead + compute)
+
+    compute_end = starts + lead + compute
     custom_start = compute_end + save + EPS_S
     job_end = float(compute_end[-1]) if n else t_first
     parts_t = [
@@ -158,6 +178,14 @@ def build_timeline(
         numbers[is_eval],
         np.asarray([NO_STEP]),
     ]
+    stalled = lead > 0
+    if stalled.any():
+        parts_t += [starts[stalled] + EPS_S, starts[stalled] + lead[stalled] - EPS_S]
+        parts_code += [
+            np.full(int(stalled.sum()), CODE["data_loading_start"]),
+            np.full(int(stalled.sum()), CODE["data_loading_end"]),
+        ]
+        parts_step += [numbers[stalled], numbers[stalled]]
     ts = np.concatenate(parts_t)
     order = np.argsort(ts, kind="stable")
     ts_ms = np.round(ts[order] * 1000.0).astype(np.int64)
@@ -167,4 +195,5 @@ def build_timeline(
         code=np.concatenate(parts_code).astype(np.int8)[order],
         step=np.concatenate(parts_step).astype(np.int64)[order],
         alloc_end=alloc_end,
+        stalled=bool(stalled.any()),
     )

@@ -24,10 +24,10 @@ from perf_assets.lib.contracts import STEP_EVENTS
 from perf_assets.lib.simulate.clock import DAY_S, day_of, file_stamp, rfc3339, rfc3339_ms
 from perf_assets.lib.simulate.fleet import Fleet
 from perf_assets.lib.simulate.ids import gpu_uuid
-from perf_assets.lib.simulate.labels import labels_document, software_before
+from perf_assets.lib.simulate.labels import labels_document, software_history
 from perf_assets.lib.simulate.slurm import SACCT_HEADER, sacct_rows
 from perf_assets.lib.simulate.steps import NO_STEP
-from perf_assets.lib.simulate.telemetry import FIELDS, FleetIndex, dcgm_node_day, probe_rows
+from perf_assets.lib.simulate.telemetry import FleetIndex, dcgm_node_day, probe_rows
 
 _JSON = {"separators": (",", ":"), "ensure_ascii": False}
 
@@ -114,19 +114,18 @@ def _software_row(node: str, at: int, stack, power_limit_w: float) -> dict:
 
 
 def write_node_software(fleet: Fleet, out: Landing) -> None:
-    """The stack of every node from the window start; each rollout adds a file of new rows."""
+    """The stack of every node from the window start; each change instant (a rollout on a cluster, an
+    incident's change on some nodes) adds a file with the new rows of the nodes it changed."""
     for cluster in fleet.scenario.clusters:
-        limit = cluster.sku.power_limit_w
-        rows = [_software_row(node, fleet.t0, fleet.scenario.software, limit) for node in cluster.nodes]
-        name = file_name(fleet.t0, "jsonl")
-        out.write("node_software", cluster.name, day_of(fleet.t0), name, _jsonl(rows), len(rows))
-        for rollout in sorted(fleet.rollouts, key=lambda r: r.at):
-            if rollout.cluster != cluster.name:
-                continue
-            stack = dataclasses.replace(software_before(fleet, cluster.name, rollout.at), **dict(rollout.changes))
-            rows = [_software_row(node, rollout.at, stack, limit) for node in cluster.nodes]
-            name = file_name(rollout.at, "jsonl")
-            out.write("node_software", cluster.name, day_of(rollout.at), name, _jsonl(rows), len(rows))
+        history = software_history(fleet, cluster.name)
+        for at in sorted({at for changes in history.values() for at, _, _ in changes}):
+            rows = [
+                _software_row(node, at, stack, limit)
+                for node in cluster.nodes
+                for when, stack, limit in history[node]
+                if when == at
+            ]
+            out.write("node_software", cluster.name, day_of(at), file_name(at, "jsonl"), _jsonl(rows), len(rows))
 
 
 def write_node_events(fleet: Fleet, out: Landing) -> None:
@@ -251,8 +250,17 @@ def write_sacct(fleet: Fleet, out: Landing) -> None:
 # --------------------------------------------------------------------------- telemetry
 
 
+_PATTERNS = {
+    "DCGM_FI_DEV_GPU_UTIL": "{:.0f}",
+    "DCGM_FI_DEV_POWER_USAGE": "{:.1f}",
+    "DCGM_FI_DEV_SM_CLOCK": "{:.0f}",
+    "DCGM_FI_DEV_GPU_TEMP": "{:.0f}",
+    "DCGM_FI_DEV_THERMAL_VIOLATION": "{:.0f}",
+}
+
+
 def _format(field: str, values: np.ndarray) -> list[str]:
-    pattern = {"DCGM_FI_DEV_GPU_UTIL": "{:.0f}", "DCGM_FI_DEV_POWER_USAGE": "{:.1f}"}.get(field, "{:.3f}")
+    pattern = _PATTERNS.get(field, "{:.3f}")
     return ["NaN" if value != value else "0" if value == 0 else pattern.format(value) for value in values.tolist()]
 
 
@@ -265,7 +273,7 @@ def write_dcgm(fleet: Fleet, index: FleetIndex, out: Landing) -> None:
                 times = [str(t) for t in sample.times.tolist()]
                 series = []
                 for gpu in sample.gpus:
-                    for field in FIELDS:
+                    for field in fleet.scenario.dcgm_fields:
                         metric = {
                             "__name__": field,
                             "gpu": str(gpu.index),
