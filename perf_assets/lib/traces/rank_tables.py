@@ -34,8 +34,12 @@ def launch_starts(events: list[dict]) -> dict[int, int]:
     }
 
 
-def idle_rows(events: list[dict], devices: dict[int | None, list[dict]]) -> list[dict]:
-    launches = launch_starts(events)
+def idle_rows(
+    events: list[dict], devices: dict[int | None, list[dict]], launches: dict[int, int] | None = None
+) -> list[dict]:
+    """launches: launch_starts(events) when given (the runtime events need not be in `events`)."""
+    if launches is None:
+        launches = launch_starts(events)
     rows = []
     for device, activities in devices.items():
         streams = idle_breakdown(

@@ -1,28 +1,44 @@
 """PyTorch profiler / Kineto Chrome-trace JSON, plain or gzip (formats.md section 1).
 
-Memory bound: the stdlib json module parses a whole document, so the reader holds the decompressed
-bytes, their text and the parsed objects at once. The decompressed JSON is capped at
-`max_json_bytes()` (PERFWH_TRACE_MAX_JSON_BYTES, default 256 MiB): a larger trace is quarantined
-before parsing, so peak memory stays under that cap times the factor measured in
-docs/formats/traces.md. Truncated gzip or JSON is quarantined, never salvaged.
+Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
+
+* `fast` (kineto_fast): the events array is parsed in chunks of about 4 MiB by orjson (the stdlib json
+  module when orjson is missing); only the fields the tables need are taken from the complete events of
+  the stored categories, into one tuple per kept event, and the times are converted with numpy. No dict
+  per stored event, no whole-document object tree.
+* `stdlib`, the checked path: the whole document through the stdlib json module with a per-integer hook
+  that keeps integers beyond int64 as text, one dict per event. It runs when the fast path cannot vouch for
+  its result (kineto_fast.NotSure: an integer literal beyond int64, anything orjson rejects such as NaN,
+  invalid UTF-8 or truncated JSON, an unusual layout) and for `fast=False`; its errors are the quarantine
+  reasons, unchanged.
+
+Memory bound: the decompressed bytes are held (capped at `max_json_bytes()`, PERFWH_TRACE_MAX_JSON_BYTES,
+default 256 MiB: a larger trace is quarantined before parsing). The fast path adds one chunk of raw events
+(kineto_fast.CHUNK_BYTES of JSON) and the kept events' columns; the checked path the whole parsed document,
+about 6.5x the decompressed size (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never
+salvaged.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import operator
 import os
 import zlib
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.errors import QuarantineError
-from perf_assets.lib.ingest.formats.kineto_fast import has_big_int
+from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has_big_int, loads_function
 from perf_assets.lib.ingest.formats.trace_tables import (
+    GPU_ACTIVITIES,
     TraceContext,
     args_json,
     as_int64,
+    build_columnar_tables,
     build_trace_tables,
     int_or_text,
 )
@@ -57,7 +73,7 @@ COLLECTIVE_ARGS = {
 }
 
 
-PATHS: Counter = Counter()  # reader path -> calls (read_document), for tests and bench/
+PATHS: Counter = Counter()  # reader path ("fast" | "stdlib") -> parse_kineto_trace calls, for tests and bench/
 
 
 def max_json_bytes() -> int:
@@ -76,12 +92,8 @@ def _read_bounded(handle, limit: int) -> bytes:
     return b"".join(blocks)
 
 
-def read_document(landed: LandedFile, fast: bool = True) -> tuple[dict, list[str]]:
-    """The trace's top-level object (and notes), or QuarantineError with what is wrong.
-
-    fast: parse without the per-integer hook when no integer literal exceeds int64 (kineto_fast);
-    the result is identical. PATHS counts which path each call took ("fast" or "stdlib").
-    """
+def read_bytes(landed: LandedFile) -> bytes:
+    """The decompressed JSON (at most max_json_bytes()), or QuarantineError for bad gzip, too big, empty."""
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
@@ -97,23 +109,37 @@ def read_document(landed: LandedFile, fast: bool = True) -> tuple[dict, list[str
         )
     if not data.strip():
         raise QuarantineError("empty trace")
+    return data
+
+
+def checked_document(data: bytes, big_int: bool | None = None) -> tuple[dict, list[str]]:
+    """The checked (stdlib) parse of the whole document (and notes), or QuarantineError with what is wrong.
+
+    Without an integer literal beyond int64 (big_int False, kineto_fast.has_big_int) the per-integer hook is
+    left out: it would return int(token) for every literal, so the document is the same.
+    """
     notes = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         text = data.decode("utf-8", errors="replace")
         notes.append(f"invalid UTF-8 (first at byte {error.start}) replaced with U+FFFD")
-    path = "fast" if fast and not has_big_int(data) else "stdlib"
+    if big_int is None:
+        big_int = has_big_int(data)
     del data
-    PATHS[path] += 1
     try:
-        document = json.loads(text) if path == "fast" else json.loads(text, parse_int=int_or_text)
+        document = json.loads(text, parse_int=int_or_text) if big_int else json.loads(text)
     except json.JSONDecodeError as error:
         where = "at the end (truncated trace?)" if error.pos >= len(text.rstrip()) - 1 else f"at char {error.pos}"
         raise QuarantineError(f"invalid JSON {where}: {error.msg}") from None
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         raise QuarantineError("not a Kineto trace: no top-level object with a traceEvents array")
     return document, notes
+
+
+def read_document(landed: LandedFile) -> tuple[dict, list[str]]:
+    """The trace's top-level object (and notes) by the checked path, or QuarantineError with what is wrong."""
+    return checked_document(read_bytes(landed))
 
 
 def _ts(value: object) -> float | int | None:
@@ -127,17 +153,27 @@ def _ts(value: object) -> float | int | None:
         return None
 
 
-def time_base(document: dict, sample: list) -> tuple[str, bool, object]:
-    """(name, absolute, µs -> ns function) following formats.md 1.3."""
+def time_mode(document: dict, sample: list) -> tuple[str, bool, int | None]:
+    """(name, absolute, baseTimeNanoseconds or None) following formats.md 1.3, from the first complete events' ts."""
     base = as_int64(document.get("baseTimeNanoseconds"))
     if base is not None:
-        return "kineto_base_time_ns", True, lambda ts: base + round(ts * 1000)
+        return "kineto_base_time_ns", True, base
     stamps = [ts for ts in sample if ts is not None]
     if stamps and max(stamps) >= ABSOLUTE_US_MIN:
         if all(isinstance(ts, int) for ts in stamps):
-            return "kineto_unix_us", True, lambda ts: int(ts) * 1000
-        return "kineto_unix_us_float", True, lambda ts: round(ts * 1000)
-    return "kineto_relative_us", False, lambda ts: round(ts * 1000)
+            return "kineto_unix_us", True, None
+        return "kineto_unix_us_float", True, None
+    return "kineto_relative_us", False, None
+
+
+def time_base(document: dict, sample: list) -> tuple[str, bool, object]:
+    """(name, absolute, µs -> ns function) following formats.md 1.3."""
+    name, absolute, base = time_mode(document, sample)
+    if base is not None:
+        return name, absolute, lambda ts: base + round(ts * 1000)
+    if name == "kineto_unix_us":
+        return name, absolute, lambda ts: int(ts) * 1000
+    return name, absolute, lambda ts: round(ts * 1000)
 
 
 def _devices(document: dict) -> dict[int, tuple[str | None, str | None]]:
@@ -204,11 +240,25 @@ def _event(raw: dict, category: str, cat: str, to_ns) -> dict | None:
 
 
 def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Table]:
-    """All canonical tables of one Kineto trace; fast=False forces the stdlib reader (same tables)."""
-    document, notes = read_document(landed, fast)
-    raw_events = document["traceEvents"]
-    complete = [raw for raw in raw_events if isinstance(raw, dict) and raw.get("ph") == "X"]
-    name, absolute, to_ns = time_base(document, [_ts(raw.get("ts")) for raw in complete[:1000]])
+    """All canonical tables of one Kineto trace; fast=False forces the checked stdlib reader (same tables)."""
+    data = read_bytes(landed)
+    big_int = has_big_int(data)
+    if fast and not big_int:
+        try:
+            tables = _parse_fast(landed, data)
+        except NotSure:
+            pass
+        else:
+            PATHS["fast"] += 1
+            return tables
+    PATHS["stdlib"] += 1
+    document, notes = checked_document(data, big_int)
+    del data
+    return _parse_checked(landed, document, notes)
+
+
+def _context(landed: LandedFile, document: dict, notes: list[str], sample: list) -> TraceContext:
+    name, absolute, _ = time_mode(document, sample)
     context = TraceContext(trace_format="kineto", time_base=name, time_absolute=absolute, notes=notes)
     if not absolute:
         context.notes.append("timestamps relative to the trace's own zero (no baseTimeNanoseconds, not epoch µs)")
@@ -218,9 +268,30 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     context.resolve_rank(landed, distributed.get("rank"))
     context.world_size = as_int64(distributed.get("world_size"))
     context.devices = _devices(document)
+    return context
+
+
+def _no_kernel_note(context: TraceContext, categories: list[str]) -> None:
+    if "kernel" not in categories:
+        ranges = categories.count("range_profiler")
+        context.notes.append(
+            f"no kernel events: CUPTI range-profiler trace ({ranges} cuda_profiler_range events stored)"
+            if ranges
+            else "no kernel events"
+        )
+    if not categories:
+        raise QuarantineError(f"no trace events to store ({context.note() or 'traceEvents is empty'})")
+
+
+def _parse_checked(landed: LandedFile, document: dict, notes: list[str]) -> dict[str, pa.Table]:
+    raw_events = document["traceEvents"]
+    complete = [raw for raw in raw_events if isinstance(raw, dict) and raw.get("ph") == "X"]
+    sample = [_ts(raw.get("ts")) for raw in complete[:1000]]
+    context = _context(landed, document, notes, sample)
+    _, _, to_ns = time_base(document, sample)
     events: list[dict] = []
     not_kept: Counter = Counter()
-    not_kept["non-duration events (metadata, instants, flows)"] = len(raw_events) - len(complete)
+    not_kept[NON_DURATION] = len(raw_events) - len(complete)
     for raw in complete:
         cat = str(raw.get("cat") or "").lower()
         category = CATEGORIES.get(cat)
@@ -232,13 +303,201 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     context.not_kept = +not_kept
     del raw_events, complete
     document.clear()  # the raw events are no longer needed: free them before the tables are built
-    if not any(event["category"] == "kernel" for event in events):
-        ranges = sum(event["category"] == "range_profiler" for event in events)
-        context.notes.append(
-            f"no kernel events: CUPTI range-profiler trace ({ranges} cuda_profiler_range events stored)"
-            if ranges
-            else "no kernel events"
-        )
-    if not events:
-        raise QuarantineError(f"no trace events to store ({context.note() or 'traceEvents is empty'})")
+    _no_kernel_note(context, [event["category"] for event in events])
     return build_trace_tables(landed, context, events)
+
+
+# --- the fast path: chunks of raw events -> one tuple per kept event -> columns ------------------------
+
+NON_DURATION = "non-duration events (metadata, instants, flows)"
+_CAT_INFO: dict[str, tuple[str, str | None, bool]] = {}  # raw `cat` -> (lower-cased, category, device side)
+
+
+def _cat_info(cat: object) -> tuple[str, str | None, bool]:
+    lowered = str(cat or "").lower()
+    info = (lowered, CATEGORIES.get(lowered), lowered in DEVICE_SIDE)
+    if type(cat) is str and len(_CAT_INFO) < 1000:
+        _CAT_INFO[cat] = info
+    return info
+
+
+def _int(value: object) -> int | None:
+    """as_int64, with the common case first (the fast path runs only when every integer fits int64)."""
+    if type(value) is int:
+        return value
+    return None if value is None else as_int64(value)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+# the order of the tuple _collect builds per kept event
+FIELDS = (
+    "category name device_index stream ts dur correlation_id group_size in_msg_nelems out_msg_nelems bytes "
+    "args_json collective_name process_group_name msg_dtype"
+).split()
+
+
+def _collect(chunk: list, rows: list, not_kept: Counter, sample: list) -> int:
+    """Append one tuple (FIELDS) per stored event of the chunk; returns how many entries are not complete events.
+
+    The same decisions as _parse_checked and _event, field for field; the µs -> ns conversion is left to
+    _nanoseconds (ts and dur are kept as the int or float that _ts gives)."""
+    non_duration = 0
+    append = rows.append
+    cat_info = _CAT_INFO.get
+    for raw in chunk:
+        if type(raw) is not dict or raw.get("ph") != "X":
+            non_duration += 1
+            continue
+        ts = raw.get("ts")
+        if len(sample) < 1000:
+            sample.append(_ts(ts))
+        cat = raw.get("cat")
+        info = cat_info(cat) if type(cat) is str else None
+        if info is None:
+            info = _cat_info(cat)
+        lowered, category, device_side = info
+        if category is None:
+            not_kept[lowered or "no category"] += 1
+            continue
+        dur = raw.get("dur")
+        if type(ts) is not int and type(ts) is not float:
+            ts = _ts(ts)
+        if type(dur) is not int and type(dur) is not float:
+            dur = _ts(dur)
+        if ts is None or dur is None:
+            not_kept[f"{lowered} without ts/dur"] += 1
+            continue
+        args = raw.get("args")
+        if type(args) is not dict:
+            args = {}
+        if device_side:
+            device = _int(args.get("device"))
+            if device is None:
+                device = _int(raw.get("pid"))
+            stream = _int(args.get("stream"))
+            if stream is None:
+                stream = _int(raw.get("tid"))
+        else:
+            device = stream = None
+        name = raw.get("name")
+        if category == "kernel":
+            collective = (
+                _text(args.get("Collective name")),
+                _text(args.get("Process Group Name")),
+                _text(args.get("dtype")),
+            )
+        else:
+            collective = (None, None, None)
+        append(
+            (
+                category,
+                name if type(name) is str else _text(name),
+                device,
+                stream,
+                ts,
+                dur,
+                _int(args.get("correlation")),
+                _int(args.get("Group size")),
+                _int(args.get("In msg nelems")),
+                _int(args.get("Out msg nelems")),
+                _int(args.get("bytes")),
+                args_json(args),
+                *collective,
+            )
+        )
+    return non_duration
+
+
+EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
+
+
+def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
+    """time_base's µs -> ns function over int/float values, vectorized with the same rounding:
+    base + round(x × 1000) | int(x) × 1000 | round(x × 1000); Python's round and numpy's rint both round
+    half to even, on the same IEEE product. NotSure where int64 could overflow (Python's ints would not)."""
+    offset = base or 0
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    if set(map(type, values)) <= {int}:
+        integers, floats, is_float = np.array(values, dtype=np.int64), None, None
+        largest = int(np.abs(integers).max())
+    else:
+        floats = np.array(values, dtype=np.float64)
+        largest = float(np.abs(floats).max())
+        is_float = np.array([type(value) is float for value in values], dtype=bool)
+        integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
+    if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
+        raise NotSure("timestamps too large for the vectorized conversion")
+    ns = integers * 1000 + offset
+    if floats is not None:
+        if mode == "kineto_unix_us":
+            converted = np.trunc(floats).astype(np.int64) * 1000
+        else:
+            converted = np.rint(floats * 1000).astype(np.int64) + offset
+        ns = np.where(is_float, converted, ns)
+    return ns
+
+
+def _sums(starts: tuple, durations: tuple) -> list:
+    """start + dur with Python's types (int + int stays int, anything with a float is the float sum)."""
+    return list(map(operator.add, starts, durations))
+
+
+def _parse_fast(landed: LandedFile, data: bytes) -> dict[str, pa.Table]:
+    reader = EventChunks(data, loads_function())
+    rows: list[tuple] = []
+    not_kept: Counter = Counter()
+    not_kept[NON_DURATION] = 0  # first, as in the checked path (the note lists ties in insertion order)
+    sample: list = []
+    non_duration = 0
+    for chunk in reader.chunks():
+        non_duration += _collect(chunk, rows, not_kept, sample)
+        del chunk
+    document = reader.top_level
+    not_kept[NON_DURATION] = non_duration
+    context = _context(landed, document, [], sample)
+    context.not_kept = +not_kept
+    mode, _, base = time_mode(document, sample)
+    columns = dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
+    del rows
+    starts, durations = columns.pop("ts"), columns.pop("dur")
+    start_ns = _nanoseconds(starts, mode, base)
+    end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
+    columns["start_ns"], columns["end_ns"] = start_ns, end_ns
+    del starts, durations
+    _no_kernel_note(context, columns["category"])
+    slim, launches = _breakdown_inputs(columns)
+    return build_columnar_tables(landed, context, columns, slim, launches)
+
+
+def _breakdown_inputs(columns: dict) -> tuple[list[dict], dict[int, int]]:
+    """The events the breakdowns read (GPU activities, CPU annotations) as dicts, and the launches by correlation."""
+    category, device = columns["category"], columns["device_index"]
+    start_ns, end_ns = columns["start_ns"].tolist(), columns["end_ns"].tolist()
+    correlation = columns["correlation_id"]
+    launches = {
+        correlation[row]: start_ns[row]
+        for row in range(len(category))
+        if category[row] == "runtime" and correlation[row] is not None
+    }
+    slim = []
+    name, stream = columns["name"], columns["stream"]
+    for row, kind in enumerate(category):
+        if kind in GPU_ACTIVITIES or (kind == "annotation" and device[row] is None):
+            slim.append(
+                {
+                    "row": row,
+                    "category": kind,
+                    "name": name[row],
+                    "device_index": device[row],
+                    "stream": stream[row],
+                    "start_ns": start_ns[row],
+                    "end_ns": end_ns[row],
+                    "dur_ns": end_ns[row] - start_ns[row],
+                    "correlation_id": correlation[row],
+                }
+            )
+    return slim, launches
