@@ -6,7 +6,7 @@ dict while the whole document is held. The fast path (`fast`) instead
 
 * checks with numpy that no integer literal lies outside int64 (`has_big_int`: digit runs of 19 or more);
   with one the checked path runs, since its hook is what keeps such an integer as text;
-* splits the `traceEvents` array into chunks of about CHUNK_BYTES at element boundaries (`EventChunks`)
+* splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
   and parses each chunk alone (orjson when installed, else the stdlib json module), so only one chunk of
   raw event dicts is alive at a time; the top-level object without its events is parsed on its own.
 
@@ -45,7 +45,7 @@ _NOT_INT_AFTER = frozenset(b".eE")
 _DIGITS = frozenset(b"0123456789")
 _BLOCK = 1 << 22
 
-CHUNK_BYTES = 4 << 20  # JSON bytes of raw events parsed at once (their dicts take about 5-8x that)
+CHUNK_BYTES = 1 << 20  # JSON bytes of raw events parsed at once (their objects take about 17x that)
 SPLIT_TRIES = 16  # guesses of a chunk end before giving up (NotSure)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")  # a guess at the boundary between two event objects
@@ -60,7 +60,7 @@ def parser_name() -> str:
     return "orjson" if orjson is not None else "json"
 
 
-def _stdlib_loads(data: bytes) -> object:
+def _stdlib_loads(data: bytes | bytearray) -> object:
     return json.loads(data.decode("utf-8"))  # strict UTF-8, as the checked path's first decode attempt
 
 
@@ -68,7 +68,7 @@ def loads_function(use_orjson: bool = True) -> Callable[[bytes], object]:
     return _orjson_loads if use_orjson and orjson is not None else _stdlib_loads
 
 
-def has_big_int(data: bytes) -> bool:
+def has_big_int(data: bytes | bytearray) -> bool:
     """Whether the bytes may hold an integer literal outside int64 (conservative: digits in strings count)."""
     offset = 0
     while offset < len(data):  # in blocks that end on a non-digit, so numpy's temporaries stay small
@@ -81,7 +81,7 @@ def has_big_int(data: bytes) -> bool:
     return False
 
 
-def _long_runs(data: bytes, offset: int, end: int) -> list[tuple[int, int]]:
+def _long_runs(data: bytes | bytearray, offset: int, end: int) -> list[tuple[int, int]]:
     """(start, end) of the digit runs of 19 or more in data[offset:end] (which starts and ends off a run)."""
     digits = (np.frombuffer(data, dtype=np.uint8, count=end - offset, offset=offset) - _ZERO) < 10
     if len(digits) < INT64_DIGITS:
@@ -102,7 +102,7 @@ def _long_runs(data: bytes, offset: int, end: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _big(data: bytes, start: int, end: int) -> bool:
+def _big(data: bytes | bytearray, start: int, end: int) -> bool:
     if start > 0 and data[start - 1] == _DOT:  # fraction digits
         return False
     if end < len(data) and data[end] in _NOT_INT_AFTER:  # mantissa of a float
@@ -120,7 +120,7 @@ class EventChunks:
     Raises NotSure (at any point, the end included) when the layout cannot be vouched for.
     """
 
-    def __init__(self, data: bytes, loads: Callable[[bytes], object], chunk_bytes: int = CHUNK_BYTES):
+    def __init__(self, data: bytes | bytearray, loads: Callable[[bytes], object], chunk_bytes: int = CHUNK_BYTES):
         self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes
         self.top_level: dict | None = None
         self.events = 0

@@ -2,7 +2,7 @@
 
 Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
 
-* `fast` (kineto_fast): the events array is parsed in chunks of about 4 MiB by orjson (the stdlib json
+* `fast` (kineto_fast): the events array is parsed in chunks of about 1 MiB by orjson (the stdlib json
   module when orjson is missing); only the fields the tables need are taken from the complete events of
   the stored categories, into one tuple per kept event, and the times are converted with numpy. No dict
   per stored event, no whole-document object tree.
@@ -80,19 +80,19 @@ def max_json_bytes() -> int:
     return int(os.environ.get("PERFWH_TRACE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
 
 
-def _read_bounded(handle, limit: int) -> bytes:
-    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound)."""
-    blocks, total = [], 0
-    while total <= limit:
-        block = handle.read(min(1 << 20, limit + 1 - total))
+def _read_bounded(handle, limit: int) -> bytearray:
+    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound) into one
+    growing buffer (joining a list of blocks would hold the document twice)."""
+    data = bytearray()
+    while len(data) <= limit:
+        block = handle.read(min(1 << 20, limit + 1 - len(data)))
         if not block:
             break
-        blocks.append(block)
-        total += len(block)
-    return b"".join(blocks)
+        data += block
+    return data
 
 
-def read_bytes(landed: LandedFile) -> bytes:
+def read_bytes(landed: LandedFile) -> bytearray:
     """The decompressed JSON (at most max_json_bytes()), or QuarantineError for bad gzip, too big, empty."""
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
@@ -107,12 +107,12 @@ def read_bytes(landed: LandedFile) -> bytes:
             f"trace JSON is over the reader's bound of {limit} bytes decompressed (PERFWH_TRACE_MAX_JSON_BYTES): "
             "not parsed; raise the bound on a host with enough memory or profile fewer steps"
         )
-    if not data.strip():
+    if not data or data.isspace():  # what `not data.strip()` says, without a copy of the document
         raise QuarantineError("empty trace")
     return data
 
 
-def checked_document(data: bytes, big_int: bool | None = None) -> tuple[dict, list[str]]:
+def checked_document(data: bytes | bytearray, big_int: bool | None = None) -> tuple[dict, list[str]]:
     """The checked (stdlib) parse of the whole document (and notes), or QuarantineError with what is wrong.
 
     Without an integer literal beyond int64 (big_int False, kineto_fast.has_big_int) the per-integer hook is
@@ -321,94 +321,100 @@ def _cat_info(cat: object) -> tuple[str, str | None, bool]:
     return info
 
 
-def _int(value: object) -> int | None:
-    """as_int64, with the common case first (the fast path runs only when every integer fits int64)."""
-    if type(value) is int:
-        return value
-    return None if value is None else as_int64(value)
-
-
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-# the order of the tuple _collect builds per kept event
+# the order of the tuple _Collected.add builds per kept event
 FIELDS = (
     "category name device_index stream ts dur correlation_id group_size in_msg_nelems out_msg_nelems bytes "
     "args_json collective_name process_group_name msg_dtype"
 ).split()
+_BREAKDOWN_INPUT = frozenset(GPU_ACTIVITIES)
+_NO_COLLECTIVE = (None, None, None)
 
 
-def _collect(chunk: list, rows: list, not_kept: Counter, sample: list) -> int:
-    """Append one tuple (FIELDS) per stored event of the chunk; returns how many entries are not complete events.
+class _Collected:
+    """What the fast path keeps of the raw events: one tuple (FIELDS) per stored event, and bookkeeping."""
 
-    The same decisions as _parse_checked and _event, field for field; the µs -> ns conversion is left to
-    _nanoseconds (ts and dur are kept as the int or float that _ts gives)."""
-    non_duration = 0
-    append = rows.append
-    cat_info = _CAT_INFO.get
-    for raw in chunk:
-        if type(raw) is not dict or raw.get("ph") != "X":
-            non_duration += 1
-            continue
-        ts = raw.get("ts")
-        if len(sample) < 1000:
-            sample.append(_ts(ts))
-        cat = raw.get("cat")
-        info = cat_info(cat) if type(cat) is str else None
-        if info is None:
-            info = _cat_info(cat)
-        lowered, category, device_side = info
-        if category is None:
-            not_kept[lowered or "no category"] += 1
-            continue
-        dur = raw.get("dur")
-        if type(ts) is not int and type(ts) is not float:
-            ts = _ts(ts)
-        if type(dur) is not int and type(dur) is not float:
-            dur = _ts(dur)
-        if ts is None or dur is None:
-            not_kept[f"{lowered} without ts/dur"] += 1
-            continue
-        args = raw.get("args")
-        if type(args) is not dict:
-            args = {}
-        if device_side:
-            device = _int(args.get("device"))
-            if device is None:
-                device = _int(raw.get("pid"))
-            stream = _int(args.get("stream"))
-            if stream is None:
-                stream = _int(raw.get("tid"))
-        else:
-            device = stream = None
-        name = raw.get("name")
-        if category == "kernel":
-            collective = (
-                _text(args.get("Collective name")),
-                _text(args.get("Process Group Name")),
-                _text(args.get("dtype")),
-            )
-        else:
-            collective = (None, None, None)
-        append(
-            (
-                category,
-                name if type(name) is str else _text(name),
-                device,
-                stream,
-                ts,
-                dur,
-                _int(args.get("correlation")),
-                _int(args.get("Group size")),
-                _int(args.get("In msg nelems")),
-                _int(args.get("Out msg nelems")),
-                _int(args.get("bytes")),
-                args_json(args),
-                *collective,
-            )
-        )
-    return non_duration
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.not_kept: Counter = Counter()
+        self.not_kept[NON_DURATION] = 0  # first, as in the checked path (the note lists ties in insertion order)
+        self.non_duration = 0
+        self.sample: list = []  # _ts of the first 1000 complete events, for the time base
+        self.breakdown_rows: list[int] = []  # rows of GPU activities and CPU annotations
+        self.launch_rows: list[int] = []  # rows of runtime calls with a correlation id
+
+    def add(self, chunk: list) -> None:
+        """The same decisions as _parse_checked and _event, field for field (as_int64 inlined for ints, which
+        fit int64 on this path); the µs -> ns conversion is left to _nanoseconds (ts and dur are kept as the
+        int or float that _ts gives)."""
+        rows, not_kept, sample = self.rows, self.not_kept, self.sample
+        append = rows.append
+        cat_info = _CAT_INFO.get
+        for raw in chunk:
+            if type(raw) is not dict or raw.get("ph") != "X":
+                self.non_duration += 1
+                continue
+            ts = raw.get("ts")
+            if len(sample) < 1000:
+                sample.append(_ts(ts))
+            cat = raw.get("cat")
+            info = cat_info(cat) if type(cat) is str else None
+            if info is None:
+                info = _cat_info(cat)
+            lowered, category, device_side = info
+            if category is None:
+                not_kept[lowered or "no category"] += 1
+                continue
+            dur = raw.get("dur")
+            if type(ts) is not int and type(ts) is not float:
+                ts = _ts(ts)
+            if type(dur) is not int and type(dur) is not float:
+                dur = _ts(dur)
+            if ts is None or dur is None:
+                not_kept[f"{lowered} without ts/dur"] += 1
+                continue
+            args = raw.get("args")
+            if type(args) is not dict:
+                args = {}
+            get = args.get
+            if device_side:
+                device = get("device")
+                if type(device) is not int:
+                    device = None if device is None else as_int64(device)
+                if device is None:
+                    device = raw.get("pid")
+                    if type(device) is not int:
+                        device = None if device is None else as_int64(device)
+                stream = get("stream")
+                if type(stream) is not int:
+                    stream = None if stream is None else as_int64(stream)
+                if stream is None:
+                    stream = raw.get("tid")
+                    if type(stream) is not int:
+                        stream = None if stream is None else as_int64(stream)
+            else:
+                device = stream = None
+            correlation = get("correlation")
+            if type(correlation) is not int and correlation is not None:
+                correlation = as_int64(correlation)
+            name = raw.get("name")
+            if type(name) is not str and name is not None:
+                name = str(name)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
+                self.breakdown_rows.append(len(rows))
+            elif category == "runtime" and correlation is not None:
+                self.launch_rows.append(len(rows))
+            if category == "kernel":
+                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
+            else:
+                collective = _NO_COLLECTIVE
+            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
+            if sizes != (None, None, None, None):
+                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
+            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
 
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
@@ -446,58 +452,50 @@ def _sums(starts: tuple, durations: tuple) -> list:
     return list(map(operator.add, starts, durations))
 
 
-def _parse_fast(landed: LandedFile, data: bytes) -> dict[str, pa.Table]:
+def _parse_fast(landed: LandedFile, data: bytearray) -> dict[str, pa.Table]:
     reader = EventChunks(data, loads_function())
-    rows: list[tuple] = []
-    not_kept: Counter = Counter()
-    not_kept[NON_DURATION] = 0  # first, as in the checked path (the note lists ties in insertion order)
-    sample: list = []
-    non_duration = 0
+    collected = _Collected()
     for chunk in reader.chunks():
-        non_duration += _collect(chunk, rows, not_kept, sample)
+        collected.add(chunk)
         del chunk
     document = reader.top_level
-    not_kept[NON_DURATION] = non_duration
-    context = _context(landed, document, [], sample)
-    context.not_kept = +not_kept
-    mode, _, base = time_mode(document, sample)
+    collected.not_kept[NON_DURATION] = collected.non_duration
+    context = _context(landed, document, [], collected.sample)
+    context.not_kept = +collected.not_kept
+    mode, _, base = time_mode(document, collected.sample)
+    rows = collected.rows
     columns = dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
-    del rows
+    del rows, collected.rows
     starts, durations = columns.pop("ts"), columns.pop("dur")
     start_ns = _nanoseconds(starts, mode, base)
     end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
     columns["start_ns"], columns["end_ns"] = start_ns, end_ns
     del starts, durations
     _no_kernel_note(context, columns["category"])
-    slim, launches = _breakdown_inputs(columns)
+    slim, launches = _breakdown_inputs(columns, collected.breakdown_rows, collected.launch_rows)
     return build_columnar_tables(landed, context, columns, slim, launches)
 
 
-def _breakdown_inputs(columns: dict) -> tuple[list[dict], dict[int, int]]:
+def _breakdown_inputs(columns: dict, wanted: list[int], launch_rows: list[int]) -> tuple[list[dict], dict[int, int]]:
     """The events the breakdowns read (GPU activities, CPU annotations) as dicts, and the launches by correlation."""
-    category, device = columns["category"], columns["device_index"]
-    start_ns, end_ns = columns["start_ns"].tolist(), columns["end_ns"].tolist()
+    start_ns, end_ns = columns["start_ns"], columns["end_ns"]
     correlation = columns["correlation_id"]
-    launches = {
-        correlation[row]: start_ns[row]
-        for row in range(len(category))
-        if category[row] == "runtime" and correlation[row] is not None
-    }
-    slim = []
-    name, stream = columns["name"], columns["stream"]
-    for row, kind in enumerate(category):
-        if kind in GPU_ACTIVITIES or (kind == "annotation" and device[row] is None):
-            slim.append(
-                {
-                    "row": row,
-                    "category": kind,
-                    "name": name[row],
-                    "device_index": device[row],
-                    "stream": stream[row],
-                    "start_ns": start_ns[row],
-                    "end_ns": end_ns[row],
-                    "dur_ns": end_ns[row] - start_ns[row],
-                    "correlation_id": correlation[row],
-                }
-            )
+    launch_index = np.array(launch_rows, dtype=np.int64)
+    launches = dict(zip([correlation[row] for row in launch_rows], start_ns[launch_index].tolist()))
+    index = np.array(wanted, dtype=np.int64)
+    category, name, device, stream = columns["category"], columns["name"], columns["device_index"], columns["stream"]
+    slim = [
+        {
+            "row": row,
+            "category": category[row],
+            "name": name[row],
+            "device_index": device[row],
+            "stream": stream[row],
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": end - start,
+            "correlation_id": correlation[row],
+        }
+        for row, start, end in zip(wanted, start_ns[index].tolist(), end_ns[index].tolist())
+    ]
     return slim, launches
