@@ -80,3 +80,86 @@ def test_big_int_forces_stdlib_path(tmp_path):
     row = fast["trace_events"][1][0]
     assert json.loads(row["args_json"])["Comms Id"] == str(2**64 - 1)
     assert row["correlation_id"] == 5
+
+
+# --- when the fast path vouches for its result, and when the checked path runs instead ----------------
+
+
+def _write(tmp_path: Path, text: bytes, name: str = "t.json") -> Path:
+    root = tmp_path / "landing"
+    (root / "kineto").mkdir(parents=True, exist_ok=True)
+    path = root / "kineto" / name
+    path.write_bytes(text)
+    return path
+
+
+def _both(path: Path) -> tuple[str, str]:
+    """The fast call's path; asserts it gives the checked path's tables (or quarantine reason)."""
+    fast, taken = _parse(path, fast=True)
+    slow, _ = _parse(path, fast=False)
+    assert fast == slow
+    return taken
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100, "dur": 5, "args": {}}
+
+
+def test_tiny_chunks_and_no_orjson_give_the_same_tables_on_every_sample(samples, monkeypatch):
+    """Thousands of chunk boundaries per trace, and the stdlib json module as the chunk parser."""
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", 4096)
+    for path in kineto_samples(samples):
+        slow, _ = _parse(path, fast=False)
+        fast, taken = _parse(path, fast=True)
+        assert fast == slow and taken == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
+    monkeypatch.setattr(kineto_fast, "orjson", None)
+    for name in ("hta_nccl_data_a100_rank0of2.json.gz", "hta_sampled_rank-0.json.gz"):
+        path = samples / "kineto" / name
+        assert _parse(path, fast=True) == (_parse(path, fast=False)[0], "fast"), name
+
+
+def test_boundary_guesses_inside_strings_and_nested_values_are_rejected(tmp_path, monkeypatch):
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", 16)
+    tricky = {"note": 'x"}, {"ph": "X"}]', "nested": [{"a": 1}, {"b": [{"c": 2}]}], "z": "}]"}
+    events = [dict(KERNEL, ts=100 + i, args=dict(tricky, correlation=i)) for i in range(30)]
+    events.insert(7, {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 5, "cat": "ac2g", "bp": "e"})
+    text = json.dumps({"traceEvents": events, "meta": [{"x": "]"}]}, indent=1).encode()
+    assert _both(_write(tmp_path, text)) == "fast"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": {"x": NaN}}]}', "NaN"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\xff", "ts": 1, "dur": 2}]}', "invalid UTF-8"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}], "traceEvents": []}', "dup"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}, 3]}', "not an object"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}, {"ph": "X"', "truncated"),
+        (b'{"meta": {"traceEvents": [{"ph": "X"}]}, "traceEvents": []}', "nested key first"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 9100000000000000.5, "dur": 2}]}',
+            "ts beyond 2**53",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_what_the_fast_path_cannot_vouch_for_runs_the_checked_path(tmp_path, text, why):
+    assert _both(_write(tmp_path, text)) == "stdlib", why
+
+
+def test_odd_but_checked_layouts_stay_on_the_fast_path(tmp_path):
+    odd = [
+        dict(KERNEL, ts="120.5", dur=True),  # ts as text (float), dur a bool: `kernel without ts/dur`
+        dict(KERNEL, ts=130, dur=2.5, pid="Spans", tid="x", args={"device": "1", "stream": 9}),
+        dict(KERNEL, cat="Kernel", ts=131.25, dur=0),
+        dict(KERNEL, cat=None, name=None),
+        dict(KERNEL, cat=5),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 99, "dur": 1, "args": {"correlation": 1}},
+        dict(KERNEL, args={"correlation": 1, "Collective name": 7, "bytes": "12", "dtype": None, "é": "ü"}),
+    ]
+    text = json.dumps({"traceEvents": odd, "distributedInfo": {"rank": 2}}).encode()
+    assert _both(_write(tmp_path, text)) == "fast"
+    assert _both(_write(tmp_path, json.dumps({"traceEvents": []}).encode(), "empty.json")) == "fast"

@@ -120,8 +120,8 @@ class EventChunks:
     Raises NotSure (at any point, the end included) when the layout cannot be vouched for.
     """
 
-    def __init__(self, data: bytes | bytearray, loads: Callable[[bytes], object], chunk_bytes: int = CHUNK_BYTES):
-        self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes
+    def __init__(self, data: bytes | bytearray, loads: Callable[[bytes], object], chunk_bytes: int | None = None):
+        self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes or CHUNK_BYTES
         self.top_level: dict | None = None
         self.events = 0
 
