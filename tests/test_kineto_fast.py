@@ -104,22 +104,38 @@ def _both(path: Path) -> tuple[str, str]:
 KERNEL = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100, "dur": 5, "args": {}}
 
 
-def test_tiny_chunks_and_no_orjson_give_the_same_tables_on_every_sample(samples, monkeypatch):
-    """Thousands of chunk boundaries per trace, and the stdlib json module as the chunk parser."""
+@pytest.fixture(params=["msgspec", "orjson", "json"])
+def chunk_parser(request, monkeypatch):
+    """Each chunk parser of the fast path in turn (msgspec structs, orjson dicts, stdlib json dicts)."""
     from perf_assets.lib.ingest.formats import kineto_fast
 
-    monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", 4096)
-    for path in kineto_samples(samples):
-        slow, _ = _parse(path, fast=False)
-        fast, taken = _parse(path, fast=True)
-        assert fast == slow and taken == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
-    monkeypatch.setattr(kineto_fast, "orjson", None)
-    for name in ("hta_nccl_data_a100_rank0of2.json.gz", "hta_sampled_rank-0.json.gz"):
-        path = samples / "kineto" / name
-        assert _parse(path, fast=True) == (_parse(path, fast=False)[0], "fast"), name
+    if request.param == "msgspec" and kineto_fast.msgspec is None:
+        pytest.skip("msgspec not installed")
+    if request.param == "orjson" and kineto_fast.orjson is None:
+        pytest.skip("orjson not installed")
+    if request.param != "msgspec":
+        monkeypatch.setattr(kineto_fast, "msgspec", None)
+    if request.param == "json":
+        monkeypatch.setattr(kineto_fast, "orjson", None)
+    return request.param
 
 
-def test_boundary_guesses_inside_strings_and_nested_values_are_rejected(tmp_path, monkeypatch):
+def test_every_chunk_parser_and_tiny_chunks_give_the_same_tables_on_every_sample(samples, monkeypatch, chunk_parser):
+    """Each chunk parser, with 1 MiB and with 4 KiB chunks (thousands of chunk boundaries per trace)."""
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    for chunk_bytes in (kineto_fast.CHUNK_BYTES, 4096):
+        monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", chunk_bytes)
+        for path in kineto_samples(samples):
+            before = kineto_trace.PARSERS.copy()
+            slow, _ = _parse(path, fast=False)
+            fast, taken = _parse(path, fast=True)
+            assert fast == slow and taken == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
+            if taken == "fast":
+                assert list(kineto_trace.PARSERS - before) == [chunk_parser], path.name
+
+
+def test_boundary_guesses_inside_strings_and_nested_values_are_rejected(tmp_path, monkeypatch, chunk_parser):
     from perf_assets.lib.ingest.formats import kineto_fast
 
     monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", 16)
@@ -146,11 +162,12 @@ def test_boundary_guesses_inside_strings_and_nested_values_are_rejected(tmp_path
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
-def test_what_the_fast_path_cannot_vouch_for_runs_the_checked_path(tmp_path, text, why):
-    assert _both(_write(tmp_path, text)) == "stdlib", why
+def test_what_the_fast_path_cannot_vouch_for_runs_the_checked_path(tmp_path, text, why, chunk_parser):
+    taken = _both(_write(tmp_path, text))  # the same tables either way
+    assert taken == ("fast" if why == "NaN" and chunk_parser == "json" else "stdlib"), why  # json reads NaN
 
 
-def test_odd_but_checked_layouts_stay_on_the_fast_path(tmp_path):
+def test_odd_but_checked_layouts_stay_on_the_fast_path(tmp_path, chunk_parser):
     odd = [
         dict(KERNEL, ts="120.5", dur=True),  # ts as text (float), dur a bool: `kernel without ts/dur`
         dict(KERNEL, ts=130, dur=2.5, pid="Spans", tid="x", args={"device": "1", "stream": 9}),
@@ -163,3 +180,26 @@ def test_odd_but_checked_layouts_stay_on_the_fast_path(tmp_path):
     text = json.dumps({"traceEvents": odd, "distributedInfo": {"rank": 2}}).encode()
     assert _both(_write(tmp_path, text)) == "fast"
     assert _both(_write(tmp_path, json.dumps({"traceEvents": []}).encode(), "empty.json")) == "fast"
+
+
+def test_values_some_parsers_reject_give_the_checked_tables(tmp_path, chunk_parser):
+    """1e400 (inf to the stdlib), non-ASCII text: the fast path's result or the checked one."""
+    cases = {
+        "inf_kept.json": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "args": {"x": 1e400}}]}',
+        "inf_skipped.json": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2}, '
+        b'{"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 2, "args": {"x": 1e400}}]}',
+        "utf8.json": '{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "name": "é"}]}'.encode(),
+    }
+    for name, text in cases.items():
+        before = kineto_trace.PARSERS.copy()
+        taken = _both(_write(tmp_path, text, name))
+        if name == "utf8.json":  # msgspec skips values without checking their UTF-8: only ASCII documents
+            assert taken == "fast" and "msgspec" not in kineto_trace.PARSERS - before
+    surrogate = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "name": "\\ud800"}]}'
+    path = _write(tmp_path, surrogate, "surrogate.json")
+    for fast in (True, False):  # the checked path's failure, as before: Arrow cannot store a lone surrogate
+        # (msgspec and orjson reject it, so the checked path runs; the stdlib json chunk parser reads it)
+        before = kineto_trace.PATHS.copy()
+        with pytest.raises(UnicodeEncodeError):
+            kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
+        assert list(kineto_trace.PATHS - before) == ([] if fast and chunk_parser == "json" else ["stdlib"])

@@ -7,8 +7,10 @@ dict while the whole document is held. The fast path (`fast`) instead
 * checks with numpy that no integer literal lies outside int64 (`has_big_int`: digit runs of 19 or more);
   with one the checked path runs, since its hook is what keeps such an integer as text;
 * splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
-  and parses each chunk alone (orjson when installed, else the stdlib json module), so only one chunk of
-  raw event dicts is alive at a time; the top-level object without its events is parsed on its own.
+  and parses each chunk alone, so only one chunk of raw events is alive at a time; the top-level object
+  without its events is parsed on its own. The chunk parser is msgspec when installed and the document is
+  ASCII (typed: a slotted struct per event with the seven fields read, `args` left as raw JSON until the
+  event is stored), else orjson, else the stdlib json module (a dict per event).
 
 A split point is only a guess (a `}` `,` `{` sequence that may lie inside a string or a nested value), but
 a wrong guess cannot parse: the chunk starts at an element boundary, so `[` + chunk + `]` is valid JSON
@@ -38,6 +40,11 @@ try:  # optional: about 2x the stdlib parser on Kineto traces; the fast path wor
 except ImportError:  # pragma: no cover - depends on the environment
     orjson = None
 
+try:  # optional: typed decoding into slotted structs, the args of an event left as raw JSON until wanted
+    import msgspec
+except ImportError:  # pragma: no cover - depends on the environment
+    msgspec = None
+
 INT64_MAX = 2**63 - 1
 INT64_DIGITS = 19  # a literal shorter than this fits int64
 _ZERO, _DOT, _MINUS = ord("0"), ord("."), ord("-")
@@ -56,8 +63,39 @@ class NotSure(Exception):
     """The fast path cannot vouch for the result: run the checked (stdlib) path instead."""
 
 
-def parser_name() -> str:
+def parser_name(structs: bool = False) -> str:
+    """The chunk parser the fast path uses: msgspec (structs, ASCII documents), orjson or json (dicts)."""
+    if structs and msgspec is not None:
+        return "msgspec"
     return "orjson" if orjson is not None else "json"
+
+
+_STRUCT_DECODERS: list = []
+
+
+def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object]]:
+    """(chunk -> list of event structs, raw args -> object) with msgspec, which must be installed.
+
+    An event struct has the top-level fields the reader needs (ph, cat, name, pid, tid, ts, dur: any JSON
+    value, None when absent) and `args` as msgspec.Raw: the args of events that are not stored are checked
+    for JSON syntax but never become Python objects. msgspec checks the syntax of skipped values as strictly
+    as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII documents only.
+    An array entry that is not an object fails the decode (the checked path then counts it, as ever).
+    """
+    if not _STRUCT_DECODERS:
+
+        class Event(msgspec.Struct):
+            ph: object = None
+            cat: object = None
+            name: object = None
+            pid: object = None
+            tid: object = None
+            ts: object = None
+            dur: object = None
+            args: msgspec.Raw = msgspec.Raw(b"")
+
+        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[Event]).decode, msgspec.json.decode])
+    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1]
 
 
 def _stdlib_loads(data: bytes | bytearray) -> object:
@@ -120,8 +158,16 @@ class EventChunks:
     Raises NotSure (at any point, the end included) when the layout cannot be vouched for.
     """
 
-    def __init__(self, data: bytes | bytearray, loads: Callable[[bytes], object], chunk_bytes: int | None = None):
+    def __init__(
+        self,
+        data: bytes | bytearray,
+        loads: Callable[[bytes], object],
+        chunk_bytes: int | None = None,
+        top_loads: Callable[[bytes], object] | None = None,
+    ):
+        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object."""
         self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes or CHUNK_BYTES
+        self.top_loads = top_loads or loads
         self.top_level: dict | None = None
         self.events = 0
 
@@ -162,7 +208,7 @@ class EventChunks:
         if b'"traceEvents"' in self.data[tail:]:
             raise NotSure("a second traceEvents key")
         try:
-            top = self.loads(self.data[: self._array_start] + b"[]" + self.data[tail:])
+            top = self.top_loads(self.data[: self._array_start] + b"[]" + self.data[tail:])
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise NotSure("the document around traceEvents does not parse") from None
         if not isinstance(top, dict) or top.get("traceEvents") != []:

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 
+from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has_big_int, loads_function
 from perf_assets.lib.ingest.formats.trace_tables import (
@@ -77,6 +78,7 @@ COLLECTIVE_ARGS = {
 
 
 PATHS: Counter = Counter()  # reader path ("fast" | "stdlib") -> parse_kineto_trace calls, for tests and bench/
+PARSERS: Counter = Counter()  # the fast path's chunk parser (msgspec | orjson | json) -> calls
 
 
 def max_json_bytes() -> int:
@@ -437,6 +439,82 @@ class _Collected:
                 sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
             append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
 
+    def add_structs(self, chunk: list, decode_args) -> None:
+        """add() for msgspec event structs (kineto_fast.struct_decoders): attributes instead of dict keys,
+        and the args decoded only for the events that are stored."""
+        rows, not_kept, sample = self.rows, self.not_kept, self.sample
+        append = rows.append
+        cat_info = _CAT_INFO.get
+        for raw in chunk:
+            if raw.ph != "X":
+                self.non_duration += 1
+                continue
+            ts = raw.ts
+            if len(sample) < 1000:
+                sample.append(_ts(ts))
+            cat = raw.cat
+            info = cat_info(cat) if type(cat) is str else None
+            if info is None:
+                info = _cat_info(cat)
+            lowered, category, device_side = info
+            if category is None:
+                not_kept[lowered or "no category"] += 1
+                continue
+            dur = raw.dur
+            if type(ts) is not int and type(ts) is not float:
+                ts = _ts(ts)
+            if type(dur) is not int and type(dur) is not float:
+                dur = _ts(dur)
+            if ts is None or dur is None:
+                not_kept[f"{lowered} without ts/dur"] += 1
+                continue
+            args = raw.args
+            if len(args):
+                try:
+                    args = decode_args(args)
+                except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
+                    raise NotSure("args the struct decoder does not read") from None
+                if type(args) is not dict:
+                    args = {}
+            else:
+                args = {}
+            get = args.get
+            if device_side:
+                device = get("device")
+                if type(device) is not int:
+                    device = None if device is None else as_int64(device)
+                if device is None:
+                    device = raw.pid
+                    if type(device) is not int:
+                        device = None if device is None else as_int64(device)
+                stream = get("stream")
+                if type(stream) is not int:
+                    stream = None if stream is None else as_int64(stream)
+                if stream is None:
+                    stream = raw.tid
+                    if type(stream) is not int:
+                        stream = None if stream is None else as_int64(stream)
+            else:
+                device = stream = None
+            correlation = get("correlation")
+            if type(correlation) is not int and correlation is not None:
+                correlation = as_int64(correlation)
+            name = raw.name
+            if type(name) is not str and name is not None:
+                name = str(name)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
+                self.breakdown_rows.append(len(rows))
+            elif category == "runtime" and correlation is not None:
+                self.launch_rows.append(len(rows))
+            if category == "kernel":
+                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
+            else:
+                collective = _NO_COLLECTIVE
+            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
+            if sizes != (None, None, None, None):
+                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
+            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
 
@@ -473,12 +551,22 @@ def _sums(starts: tuple, durations: tuple) -> list:
     return list(map(operator.add, starts, durations))
 
 
-def _parse_fast(landed: LandedFile, data: bytearray) -> dict[str, pa.Table]:
-    reader = EventChunks(data, loads_function())
+def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
+    """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
     collected = _Collected()
-    for chunk in reader.chunks():
-        collected.add(chunk)
-        del chunk
+    structs = structs and kineto_fast.msgspec is not None and data.isascii()
+    if structs:
+        decode_chunk, decode_args = kineto_fast.struct_decoders()
+        reader = EventChunks(data, decode_chunk, top_loads=loads_function())
+        for chunk in reader.chunks():
+            collected.add_structs(chunk, decode_args)
+            del chunk
+    else:
+        reader = EventChunks(data, loads_function())
+        for chunk in reader.chunks():
+            collected.add(chunk)
+            del chunk
+    PARSERS[kineto_fast.parser_name(structs)] += 1
     document = reader.top_level
     collected.not_kept[NON_DURATION] = collected.non_duration
     context = _context(landed, document, [], collected.sample)
