@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,6 +37,7 @@ KERNEL_TYPE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 MEMORY_CATEGORIES = frozenset({"memcpy", "memset"})
 
 
+@lru_cache(maxsize=4096)  # kernel names repeat within and across traces; the regexes scan long mangled names
 def classify_kernel(name: str | None, category: str = "kernel") -> str:
     """communication | memory | compute, for a GPU activity of a canonical category."""
     if category in MEMORY_CATEGORIES:
