@@ -203,3 +203,14 @@ def test_values_some_parsers_reject_give_the_checked_tables(tmp_path, chunk_pars
         with pytest.raises(UnicodeEncodeError):
             kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
         assert list(kineto_trace.PATHS - before) == ([] if fast and chunk_parser == "json" else ["stdlib"])
+
+
+def test_int64_extremes_in_timestamps_run_the_checked_path(tmp_path):
+    """-2**63 fits int64 (no big-int literal) but × 1000 does not: the checked path decides, as before."""
+    text = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": -9223372036854775808, "dur": 2}]}'
+    path = _write(tmp_path, text)
+    for fast in (True, False):
+        before = kineto_trace.PATHS.copy()
+        with pytest.raises(OverflowError):
+            kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
+        assert list(kineto_trace.PATHS - before) == ["stdlib"]

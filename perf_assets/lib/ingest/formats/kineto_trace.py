@@ -527,8 +527,8 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     if not values:
         return np.zeros(0, dtype=np.int64)
     if set(map(type, values)) <= {int}:
+        largest = max(max(values), -min(values))  # Python ints: np.abs(-2**63) would overflow
         integers, floats, is_float = np.array(values, dtype=np.int64), None, None
-        largest = int(np.abs(integers).max())
     else:
         floats = np.array(values, dtype=np.float64)
         largest = float(np.abs(floats).max())
