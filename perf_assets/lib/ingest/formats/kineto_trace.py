@@ -2,21 +2,24 @@
 
 Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
 
-* `fast` (kineto_fast): the events array is parsed in chunks of about 1 MiB by orjson (the stdlib json
-  module when orjson is missing); only the fields the tables need are taken from the complete events of
-  the stored categories, into one tuple per kept event, and the times are converted with numpy. No dict
-  per stored event, no whole-document object tree.
+* `fast` (kineto_fast): the events array is parsed in checked chunks of about 1 MiB, by msgspec into
+  slotted structs when msgspec is installed and the document is ASCII (the args of an event stay raw JSON
+  unless it is stored), else by orjson, else by the stdlib json module (a dict per event); only the
+  fields the tables need are taken from the complete events of the stored categories, into one tuple per
+  stored event, and the times are converted with numpy. No whole-document object tree.
 * `stdlib`, the checked path: the whole document through the stdlib json module with a per-integer hook
   that keeps integers beyond int64 as text, one dict per event. It runs when the fast path cannot vouch for
-  its result (kineto_fast.NotSure: an integer literal beyond int64, anything orjson rejects such as NaN,
-  invalid UTF-8 or truncated JSON, an unusual layout) and for `fast=False`; its errors are the quarantine
-  reasons, unchanged.
+  its result (kineto_fast.NotSure: an integer literal beyond int64, anything the chunk parser rejects such
+  as NaN, invalid UTF-8 or truncated JSON, an unusual layout, timestamps beyond 2**53 µs) and for
+  `fast=False`; its errors are the quarantine reasons, unchanged.
+
+The cyclic garbage collector is paused while a trace is parsed (_without_cyclic_gc).
 
 Memory bound: the decompressed bytes are held (capped at `max_json_bytes()`, PERFWH_TRACE_MAX_JSON_BYTES,
 default 256 MiB: a larger trace is quarantined before parsing). The fast path adds one chunk of raw events
-(kineto_fast.CHUNK_BYTES of JSON) and the kept events' columns; the checked path the whole parsed document,
-about 6.5x the decompressed size (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never
-salvaged.
+(kineto_fast.CHUNK_BYTES of JSON) and the stored events' tuples, columns and tables (about 0.75 KB each):
+2.2-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
+6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged.
 """
 
 from __future__ import annotations
@@ -566,7 +569,6 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
         for chunk in reader.chunks():
             collected.add(chunk)
             del chunk
-    PARSERS[kineto_fast.parser_name(structs)] += 1
     document = reader.top_level
     collected.not_kept[NON_DURATION] = collected.non_duration
     context = _context(landed, document, [], collected.sample)
@@ -580,6 +582,7 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
     columns["start_ns"], columns["end_ns"] = start_ns, end_ns
     del starts, durations
+    PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
     slim, launches = _breakdown_inputs(columns, collected.breakdown_rows, collected.launch_rows)
     return build_columnar_tables(landed, context, columns, slim, launches)
