@@ -68,10 +68,10 @@ def side(name: str, files: list[Path], repeats: int) -> dict:
         best = min(best, time.perf_counter() - started)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = {"seconds": best, "peak_mib": peak - base, "base_mib": base}
-    if name == "ours":  # which reader path (kineto_fast or stdlib) each load took
-        from perf_assets.lib.ingest.formats.kineto_trace import PATHS
+    if name == "ours":  # which reader path (fast or stdlib) each load took, and the fast path's chunk parser
+        from perf_assets.lib.ingest.formats.kineto_trace import PARSERS, PATHS
 
-        result["paths"] = dict(PATHS)
+        result["paths"] = dict(PATHS) | {f"fast with {parser}": count for parser, count in PARSERS.items()}
     return result
 
 

@@ -80,3 +80,137 @@ def test_big_int_forces_stdlib_path(tmp_path):
     row = fast["trace_events"][1][0]
     assert json.loads(row["args_json"])["Comms Id"] == str(2**64 - 1)
     assert row["correlation_id"] == 5
+
+
+# --- when the fast path vouches for its result, and when the checked path runs instead ----------------
+
+
+def _write(tmp_path: Path, text: bytes, name: str = "t.json") -> Path:
+    root = tmp_path / "landing"
+    (root / "kineto").mkdir(parents=True, exist_ok=True)
+    path = root / "kineto" / name
+    path.write_bytes(text)
+    return path
+
+
+def _both(path: Path) -> tuple[str, str]:
+    """The fast call's path; asserts it gives the checked path's tables (or quarantine reason)."""
+    fast, taken = _parse(path, fast=True)
+    slow, _ = _parse(path, fast=False)
+    assert fast == slow
+    return taken
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100, "dur": 5, "args": {}}
+
+
+@pytest.fixture(params=["msgspec", "orjson", "json"])
+def chunk_parser(request, monkeypatch):
+    """Each chunk parser of the fast path in turn (msgspec structs, orjson dicts, stdlib json dicts)."""
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    if request.param == "msgspec" and kineto_fast.msgspec is None:
+        pytest.skip("msgspec not installed")
+    if request.param == "orjson" and kineto_fast.orjson is None:
+        pytest.skip("orjson not installed")
+    if request.param != "msgspec":
+        monkeypatch.setattr(kineto_fast, "msgspec", None)
+    if request.param == "json":
+        monkeypatch.setattr(kineto_fast, "orjson", None)
+    return request.param
+
+
+def test_every_chunk_parser_and_tiny_chunks_give_the_same_tables_on_every_sample(samples, monkeypatch, chunk_parser):
+    """Each chunk parser, with 1 MiB and with 4 KiB chunks (thousands of chunk boundaries per trace)."""
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    for chunk_bytes in (kineto_fast.CHUNK_BYTES, 4096):
+        monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", chunk_bytes)
+        for path in kineto_samples(samples):
+            before = kineto_trace.PARSERS.copy()
+            slow, _ = _parse(path, fast=False)
+            fast, taken = _parse(path, fast=True)
+            assert fast == slow and taken == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
+            if taken == "fast":
+                assert list(kineto_trace.PARSERS - before) == [chunk_parser], path.name
+
+
+def test_boundary_guesses_inside_strings_and_nested_values_are_rejected(tmp_path, monkeypatch, chunk_parser):
+    from perf_assets.lib.ingest.formats import kineto_fast
+
+    monkeypatch.setattr(kineto_fast, "CHUNK_BYTES", 16)
+    tricky = {"note": 'x"}, {"ph": "X"}]', "nested": [{"a": 1}, {"b": [{"c": 2}]}], "z": "}]"}
+    events = [dict(KERNEL, ts=100 + i, args=dict(tricky, correlation=i)) for i in range(30)]
+    events.insert(7, {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 5, "cat": "ac2g", "bp": "e"})
+    text = json.dumps({"traceEvents": events, "meta": [{"x": "]"}]}, indent=1).encode()
+    assert _both(_write(tmp_path, text)) == "fast"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": {"x": NaN}}]}', "NaN"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\xff", "ts": 1, "dur": 2}]}', "invalid UTF-8"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}], "traceEvents": []}', "dup"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}, 3]}', "not an object"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}, {"ph": "X"', "truncated"),
+        (b'{"meta": {"traceEvents": [{"ph": "X"}]}, "traceEvents": []}', "nested key first"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 9100000000000000.5, "dur": 2}]}',
+            "ts beyond 2**53",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_what_the_fast_path_cannot_vouch_for_runs_the_checked_path(tmp_path, text, why, chunk_parser):
+    taken = _both(_write(tmp_path, text))  # the same tables either way
+    assert taken == ("fast" if why == "NaN" and chunk_parser == "json" else "stdlib"), why  # json reads NaN
+
+
+def test_odd_but_checked_layouts_stay_on_the_fast_path(tmp_path, chunk_parser):
+    odd = [
+        dict(KERNEL, ts="120.5", dur=True),  # ts as text (float), dur a bool: `kernel without ts/dur`
+        dict(KERNEL, ts=130, dur=2.5, pid="Spans", tid="x", args={"device": "1", "stream": 9}),
+        dict(KERNEL, cat="Kernel", ts=131.25, dur=0),
+        dict(KERNEL, cat=None, name=None),
+        dict(KERNEL, cat=5),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 99, "dur": 1, "args": {"correlation": 1}},
+        dict(KERNEL, args={"correlation": 1, "Collective name": 7, "bytes": "12", "dtype": None, "é": "ü"}),
+    ]
+    text = json.dumps({"traceEvents": odd, "distributedInfo": {"rank": 2}}).encode()
+    assert _both(_write(tmp_path, text)) == "fast"
+    assert _both(_write(tmp_path, json.dumps({"traceEvents": []}).encode(), "empty.json")) == "fast"
+
+
+def test_values_some_parsers_reject_give_the_checked_tables(tmp_path, chunk_parser):
+    """1e400 (inf to the stdlib), non-ASCII text: the fast path's result or the checked one."""
+    cases = {
+        "inf_kept.json": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "args": {"x": 1e400}}]}',
+        "inf_skipped.json": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2}, '
+        b'{"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 2, "args": {"x": 1e400}}]}',
+        "utf8.json": '{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "name": "é"}]}'.encode(),
+    }
+    for name, text in cases.items():
+        before = kineto_trace.PARSERS.copy()
+        taken = _both(_write(tmp_path, text, name))
+        if name == "utf8.json":  # msgspec skips values without checking their UTF-8: only ASCII documents
+            assert taken == "fast" and "msgspec" not in kineto_trace.PARSERS - before
+    surrogate = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "name": "\\ud800"}]}'
+    path = _write(tmp_path, surrogate, "surrogate.json")
+    for fast in (True, False):  # the checked path's failure, as before: Arrow cannot store a lone surrogate
+        # (msgspec and orjson reject it, so the checked path runs; the stdlib json chunk parser reads it)
+        before = kineto_trace.PATHS.copy()
+        with pytest.raises(UnicodeEncodeError):
+            kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
+        assert list(kineto_trace.PATHS - before) == ([] if fast and chunk_parser == "json" else ["stdlib"])
+
+
+def test_int64_extremes_in_timestamps_run_the_checked_path(tmp_path):
+    """-2**63 fits int64 (no big-int literal) but × 1000 does not: the checked path decides, as before."""
+    text = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": -9223372036854775808, "dur": 2}]}'
+    path = _write(tmp_path, text)
+    for fast in (True, False):
+        before = kineto_trace.PATHS.copy()
+        with pytest.raises(OverflowError):
+            kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
+        assert list(kineto_trace.PATHS - before) == ["stdlib"]

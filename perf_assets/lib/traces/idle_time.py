@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 KERNEL_WAIT_THRESHOLD_NS = 30_000
 
 
@@ -71,9 +73,41 @@ def idle_breakdown(
     activities: Iterable[tuple[int | None, int, int, int | None]],
     threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
 ) -> list[StreamIdle]:
-    """Per stream, from (stream, start_ns, end_ns, launch_start_ns or None); activities without a stream skipped."""
-    by_stream: dict[int, list[tuple[int, int, int | None]]] = {}
-    for stream, start, end, launched in activities:
-        if stream is not None:
-            by_stream.setdefault(stream, []).append((start, end, launched))
-    return [stream_idle(stream, rows, threshold_ns) for stream, rows in sorted(by_stream.items())]
+    """Per stream, from (stream, start_ns, end_ns, launch_start_ns or None); activities without a stream skipped.
+
+    stream_idle for every stream at once with numpy: a stable sort by (stream, start), each gap against the
+    previous activity of the same stream, sums per stream with add.reduceat (int64, exact)."""
+    rows = [row for row in activities if row[0] is not None]
+    if not rows:
+        return []
+    count = len(rows)
+    streams = np.fromiter((row[0] for row in rows), dtype=np.int64, count=count)
+    starts = np.fromiter((row[1] for row in rows), dtype=np.int64, count=count)
+    ends = np.fromiter((row[2] for row in rows), dtype=np.int64, count=count)
+    known = np.fromiter((row[3] is not None for row in rows), dtype=bool, count=count)
+    launched = np.fromiter((0 if row[3] is None else row[3] for row in rows), dtype=np.int64, count=count)
+    order = np.lexsort((starts, streams))  # stable: equal (stream, start) keep their order, as sorted() does
+    streams, starts, ends, known, launched = streams[order], starts[order], ends[order], known[order], launched[order]
+    first = np.concatenate(([True], streams[1:] != streams[:-1]))  # the first activity of its stream
+    previous_end = np.concatenate(([0], ends[:-1]))
+    gap = np.where(first, 0, np.maximum(0, starts - previous_end))
+    host = ~first & known & (launched > previous_end)
+    kernel = ~first & ~host & (gap < threshold_ns)
+    other = ~first & ~host & ~kernel
+    groups = np.flatnonzero(first)
+    sizes = np.diff(np.concatenate((groups, [count])))
+
+    def per_stream(mask: np.ndarray) -> list[int]:
+        return np.add.reduceat(np.where(mask, gap, 0), groups).tolist()
+
+    return [
+        StreamIdle(stream, size, max(0, size - 1), host_ns, kernel_ns, other_ns, unknown)
+        for stream, size, host_ns, kernel_ns, other_ns, unknown in zip(
+            streams[groups].tolist(),
+            sizes.tolist(),
+            per_stream(host),
+            per_stream(kernel),
+            per_stream(other),
+            np.add.reduceat((~known).astype(np.int64), groups).tolist(),
+        )
+    ]

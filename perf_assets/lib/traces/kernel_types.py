@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from perf_assets.lib.traces.breakdown import KERNEL_TYPES, length, merge, overlap
+import numpy as np
+
+from perf_assets.lib.traces.breakdown import KERNEL_TYPES, as_arrays, union_length
 
 # HolisticTraceAnalysis 0.5.0 hta/utils/utils.py get_kernel_type
 _HTA_COMM = re.compile(r"^nccl.*Kernel")
@@ -42,22 +44,23 @@ class TypeTime:
 
 
 def kernel_type_breakdown(activities: Iterable[tuple[int, int, str]]) -> list[TypeTime]:
-    """From (start_ns, end_ns, kernel_type); one row per type present, in KERNEL_TYPES order."""
-    intervals: dict[str, list[tuple[int, int]]] = {}
-    for start, end, kernel_type in activities:
-        intervals.setdefault(kernel_type, []).append((start, end))
-    merged = {kernel_type: merge(rows) for kernel_type, rows in intervals.items()}
+    """From (start_ns, end_ns, kernel_type); one row per type present, in KERNEL_TYPES order.
+
+    exclusive = |U type| - |U type n U others| = |U all| - |U others| (numpy unions, exact)."""
+    starts, ends, types = as_arrays(activities)
+    kinds = np.array(types, dtype=object)
+    everything = union_length(starts, ends)
     rows = []
-    for kernel_type in sorted(intervals, key=lambda t: (KERNEL_TYPES.index(t) if t in KERNEL_TYPES else 99, t)):
-        others = merge(span for other, spans in merged.items() if other != kernel_type for span in spans)
-        union = length(merged[kernel_type])
+    for kernel_type in sorted(set(types), key=lambda t: (KERNEL_TYPES.index(t) if t in KERNEL_TYPES else 99, t)):
+        mine = kinds == kernel_type
+        others = ~mine
         rows.append(
             TypeTime(
                 kernel_type,
-                len(intervals[kernel_type]),
-                sum(end - start for start, end in intervals[kernel_type]),
-                union,
-                union - overlap(merged[kernel_type], others),
+                int(mine.sum()),
+                int((ends[mine] - starts[mine]).sum()),
+                union_length(starts[mine], ends[mine]),
+                everything - union_length(starts[others], ends[others]),
             )
         )
     return rows

@@ -34,10 +34,15 @@ def launch_starts(events: list[dict]) -> dict[int, int]:
     }
 
 
-def idle_rows(events: list[dict], devices: dict[int | None, list[dict]]) -> list[dict]:
-    launches = launch_starts(events)
+def idle_rows(
+    events: list[dict], devices: dict[int | None, list[dict]], launches: dict[int, int] | None = None
+) -> list[dict]:
+    """launches: launch_starts(events) when given (the runtime events need not be in `events`)."""
+    if launches is None:
+        launches = launch_starts(events)
     rows = []
     for device, activities in devices.items():
+        first_start = min(e["start_ns"] for e in activities)
         streams = idle_breakdown(
             (e.get("stream"), e["start_ns"], e["end_ns"], launches.get(e.get("correlation_id"))) for e in activities
         )
@@ -57,7 +62,7 @@ def idle_rows(events: list[dict], devices: dict[int | None, list[dict]]) -> list
                     "kernel_wait_share": result.share(result.kernel_wait_ns),
                     "other_share": result.share(result.other_ns),
                     "kernel_wait_threshold_ns": KERNEL_WAIT_THRESHOLD_NS,
-                    "_start_ns": min(e["start_ns"] for e in activities),
+                    "_start_ns": first_start,
                 }
             )
     return rows
@@ -68,6 +73,7 @@ def kernel_type_rows(devices: dict[int | None, list[dict]]) -> list[dict]:
     for device, activities in devices.items():
         types = kernel_type_breakdown((e["start_ns"], e["end_ns"], e["kernel_type"]) for e in activities)
         total = sum(t.time_ns for t in types)
+        first_start = min(e["start_ns"] for e in activities)
         for t in types:
             rows.append(
                 {
@@ -78,7 +84,7 @@ def kernel_type_rows(devices: dict[int | None, list[dict]]) -> list[dict]:
                     "time_share": t.time_ns / total if total > 0 else None,
                     "union_ns": t.union_ns,
                     "exclusive_ns": t.exclusive_ns,
-                    "_start_ns": min(e["start_ns"] for e in activities),
+                    "_start_ns": first_start,
                 }
             )
     return rows

@@ -8,11 +8,12 @@ ranks of one job, max/mean of busy per step estimates the straggler slowdown (me
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from perf_assets.lib.traces.breakdown import merge
+import numpy as np
+
+from perf_assets.lib.traces.breakdown import union
 
 STEP_NUMBER = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 
@@ -41,18 +42,18 @@ def profiler_steps(annotations: Iterable[tuple[str | None, int, int]]) -> list[t
 
 
 def step_busy(steps: list[tuple[int, int, int]], activities: Iterable[tuple[int, int]]) -> list[StepBusy]:
-    """Busy time of one device inside each step window."""
+    """Busy time of one device inside each step window (numpy: the union clipped to each window)."""
     spans = list(activities)
-    merged = merge(spans)
-    starts = sorted(start for start, _ in spans)
-    merged_starts = [start for start, _ in merged]
+    starts = np.fromiter((start for start, _ in spans), dtype=np.int64, count=len(spans))
+    ends = np.fromiter((end for _, end in spans), dtype=np.int64, count=len(spans))
+    merged_starts, merged_ends = union(starts, ends)
+    starts.sort()
     rows = []
     for step, window_start, window_end in steps:
-        busy = 0
-        index = max(0, bisect_right(merged_starts, window_start) - 1)
-        while index < len(merged) and merged[index][0] < window_end:
-            busy += max(0, min(merged[index][1], window_end) - max(merged[index][0], window_start))
-            index += 1
-        count = bisect_right(starts, window_end - 1) - bisect_right(starts, window_start - 1)
+        clipped = np.minimum(merged_ends, window_end) - np.maximum(merged_starts, window_start)
+        busy = int(clipped[clipped > 0].sum())
+        count = int(
+            np.searchsorted(starts, window_end - 1, "right") - np.searchsorted(starts, window_start - 1, "right")
+        )
         rows.append(StepBusy(step, window_start, window_end, busy, count))
     return rows

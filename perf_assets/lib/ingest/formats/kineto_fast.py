@@ -1,16 +1,49 @@
-"""Fast path of the Kineto reader: the C json scanner without a per-integer Python hook.
+"""Fast path of the Kineto reader: the events array parsed in bounded chunks by a native JSON parser.
 
-The stdlib path parses with `parse_int=int_or_text` so that integers beyond int64 stay text; the hook
-is a Python call per integer literal (about half the parse time on real traces). When the document
-has no integer literal beyond int64 the hook returns `int(token)` for every literal, so a plain
-`json.loads` gives the identical document. `has_big_int` finds such literals with numpy over the
-bytes (digit runs of 19 or more not part of a fraction or exponent); when there is one, or the
-check cannot tell, the caller takes the stdlib path.
+The checked path (kineto_trace, `stdlib`) decodes the whole document to text and parses it with the stdlib
+json module and a per-integer Python hook that keeps integers beyond int64 as text: every event becomes a
+dict while the whole document is held. The fast path (`fast`) instead
+
+* checks with numpy that no integer literal lies outside int64 (`has_big_int`: digit runs of 19 or more);
+  with one the checked path runs, since its hook is what keeps such an integer as text;
+* splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
+  and parses each chunk alone, so only one chunk of raw events is alive at a time; the top-level object
+  without its events is parsed on its own. The chunk parser is msgspec when installed and the document is
+  ASCII (typed: a slotted struct per event with the seven fields read, `args` left as raw JSON until the
+  event is stored), else orjson, else the stdlib json module (a dict per event).
+
+A split point is only a guess (a `}` `,` `{` sequence that may lie inside a string or a nested value), but
+a wrong guess cannot parse: the chunk starts at an element boundary, so `[` + chunk + `]` is valid JSON
+only if the guessed point is at the array's own level, outside any string. A guess that does not parse
+is replaced by the next one (SPLIT_TRIES at most). The top level is checked the same way: the document
+with its events array emptied must parse to an object whose `traceEvents` is that empty array, and no
+second `traceEvents` key may follow. Whenever anything cannot be checked (no big-int check passed, the
+parser rejects a chunk, NaN/Infinity, invalid UTF-8, lone surrogates, an unusual layout) `NotSure` is
+raised and the caller runs the checked path on the same bytes: it gives the same tables or the same
+quarantine reason as before.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable, Iterator
+
 import numpy as np
+
+try:  # optional: about 2x the stdlib parser on Kineto traces; the fast path works (slower) without it
+    import orjson
+
+    def _orjson_loads(data: bytes) -> object:
+        return orjson.loads(data)
+
+except ImportError:  # pragma: no cover - depends on the environment
+    orjson = None
+
+try:  # optional: typed decoding into slotted structs, the args of an event left as raw JSON until wanted
+    import msgspec
+except ImportError:  # pragma: no cover - depends on the environment
+    msgspec = None
 
 INT64_MAX = 2**63 - 1
 INT64_DIGITS = 19  # a literal shorter than this fits int64
@@ -19,8 +52,61 @@ _NOT_INT_AFTER = frozenset(b".eE")
 _DIGITS = frozenset(b"0123456789")
 _BLOCK = 1 << 22
 
+CHUNK_BYTES = 1 << 20  # JSON bytes of raw events parsed at once (their objects take about 17x that)
+SPLIT_TRIES = 16  # guesses of a chunk end before giving up (NotSure)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
+_BETWEEN = re.compile(rb"\}\s*,\s*\{")  # a guess at the boundary between two event objects
+_LAST = re.compile(rb"\}\s*\]")  # a guess at the end of the last event object and of the array
 
-def has_big_int(data: bytes) -> bool:
+
+class NotSure(Exception):
+    """The fast path cannot vouch for the result: run the checked (stdlib) path instead."""
+
+
+def parser_name(structs: bool = False) -> str:
+    """The chunk parser the fast path uses: msgspec (structs, ASCII documents), orjson or json (dicts)."""
+    if structs and msgspec is not None:
+        return "msgspec"
+    return "orjson" if orjson is not None else "json"
+
+
+_STRUCT_DECODERS: list = []
+
+
+def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object]]:
+    """(chunk -> list of event structs, raw args -> object) with msgspec, which must be installed.
+
+    An event struct has the top-level fields the reader needs (ph, cat, name, pid, tid, ts, dur: any JSON
+    value, None when absent) and `args` as msgspec.Raw: the args of events that are not stored are checked
+    for JSON syntax but never become Python objects. msgspec checks the syntax of skipped values as strictly
+    as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII documents only.
+    An array entry that is not an object fails the decode (the checked path then counts it, as ever).
+    """
+    if not _STRUCT_DECODERS:
+
+        class Event(msgspec.Struct):
+            ph: object = None
+            cat: object = None
+            name: object = None
+            pid: object = None
+            tid: object = None
+            ts: object = None
+            dur: object = None
+            args: msgspec.Raw = msgspec.Raw(b"")
+
+        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[Event]).decode, msgspec.json.decode])
+    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1]
+
+
+def _stdlib_loads(data: bytes | bytearray) -> object:
+    return json.loads(data.decode("utf-8"))  # strict UTF-8, as the checked path's first decode attempt
+
+
+def loads_function(use_orjson: bool = True) -> Callable[[bytes], object]:
+    return _orjson_loads if use_orjson and orjson is not None else _stdlib_loads
+
+
+def has_big_int(data: bytes | bytearray) -> bool:
     """Whether the bytes may hold an integer literal outside int64 (conservative: digits in strings count)."""
     offset = 0
     while offset < len(data):  # in blocks that end on a non-digit, so numpy's temporaries stay small
@@ -33,23 +119,28 @@ def has_big_int(data: bytes) -> bool:
     return False
 
 
-def _long_runs(data: bytes, offset: int, end: int) -> list[tuple[int, int]]:
+def _long_runs(data: bytes | bytearray, offset: int, end: int) -> list[tuple[int, int]]:
     """(start, end) of the digit runs of 19 or more in data[offset:end] (which starts and ends off a run)."""
     digits = (np.frombuffer(data, dtype=np.uint8, count=end - offset, offset=offset) - _ZERO) < 10
     if len(digits) < INT64_DIGITS:
         return []
-    edges = np.flatnonzero(np.diff(digits.view(np.int8)))  # last index before each change
-    starts = edges[~digits[edges]] + 1  # a digit run starts after a non-digit
-    ends = edges[digits[edges]] + 1  # ... and ends after its last digit
-    if digits[0]:
-        starts = np.concatenate(([0], starts))
-    if digits[-1]:
-        ends = np.concatenate((ends, [len(digits)]))
-    long = (ends - starts) >= INT64_DIGITS
-    return list(zip((starts[long] + offset).tolist(), (ends[long] + offset).tolist()))
+    run = digits  # run[i]: digits[i .. i + width - 1] all digits, width doubling 1, 2, 4, 8, 16, then 19
+    for shift in (1, 2, 4, 8, 3):
+        run = run[:-shift] & run[shift:]
+    covered = np.flatnonzero(run)  # i where a run of 19+ digits covers i .. i + 18
+    if not len(covered):
+        return []
+    starts = covered[np.concatenate(([True], np.diff(covered) > 1))]
+    runs = []
+    for start in (starts + offset).tolist():
+        stop = start + INT64_DIGITS
+        while stop < end and data[stop] in _DIGITS:
+            stop += 1
+        runs.append((start, stop))
+    return runs
 
 
-def _big(data: bytes, start: int, end: int) -> bool:
+def _big(data: bytes | bytearray, start: int, end: int) -> bool:
     if start > 0 and data[start - 1] == _DOT:  # fraction digits
         return False
     if end < len(data) and data[end] in _NOT_INT_AFTER:  # mantissa of a float
@@ -58,3 +149,87 @@ def _big(data: bytes, start: int, end: int) -> bool:
     if start > 0 and data[start - 1] == _MINUS:
         value = -value
     return not -INT64_MAX - 1 <= value <= INT64_MAX
+
+
+class EventChunks:
+    """The `traceEvents` array of a Kineto document as lists of raw events, one bounded chunk at a time.
+
+    Iterate `chunks()` to the end, then read `top_level` (the document without its events, checked).
+    Raises NotSure (at any point, the end included) when the layout cannot be vouched for.
+    """
+
+    def __init__(
+        self,
+        data: bytes | bytearray,
+        loads: Callable[[bytes], object],
+        chunk_bytes: int | None = None,
+        top_loads: Callable[[bytes], object] | None = None,
+    ):
+        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object."""
+        self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes or CHUNK_BYTES
+        self.top_loads = top_loads or loads
+        self.top_level: dict | None = None
+        self.events = 0
+
+    def _parse(self, start: int, end: int) -> list | None:
+        try:
+            chunk = self.loads(b"[" + self.data[start:end] + b"]")
+        except (ValueError, UnicodeDecodeError, RecursionError):  # orjson.JSONDecodeError is a ValueError
+            return None
+        return chunk if isinstance(chunk, list) else None
+
+    def _next(self, start: int) -> tuple[list, int | None]:
+        """The events from start up to a checked boundary, and where the next chunk starts (None: the last)."""
+        data = self.data
+        search = start + self.chunk_bytes
+        for _ in range(SPLIT_TRIES):
+            between = _BETWEEN.search(data, search) if search < len(data) else None
+            if between is None:
+                break
+            chunk = self._parse(start, between.start() + 1)
+            if chunk is not None:
+                return chunk, between.end() - 1
+            search = between.end()
+        else:
+            raise NotSure("no checked chunk boundary")
+        search = start
+        for _ in range(SPLIT_TRIES):  # the last chunk: up to the end of the array
+            last = _LAST.search(data, search)
+            if last is None:
+                break
+            chunk = self._parse(start, last.start() + 1)
+            if chunk is not None:
+                self._finish(last.end())
+                return chunk, None
+            search = last.start() + 1
+        raise NotSure("no checked end of the traceEvents array")
+
+    def _finish(self, tail: int) -> None:
+        if b'"traceEvents"' in self.data[tail:]:
+            raise NotSure("a second traceEvents key")
+        try:
+            top = self.top_loads(self.data[: self._array_start] + b"[]" + self.data[tail:])
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise NotSure("the document around traceEvents does not parse") from None
+        if not isinstance(top, dict) or top.get("traceEvents") != []:
+            raise NotSure("traceEvents is not a top-level key")
+        self.top_level = top
+
+    def chunks(self) -> Iterator[list]:
+        data = self.data
+        found = _EVENTS_KEY.search(data)
+        if found is None:
+            raise NotSure("no traceEvents array")
+        self._array_start = found.start() + found.group().index(b"[")
+        start: int | None = found.end()
+        if data[start : start + 1] == b"]":  # an empty array
+            self._finish(start + 1)
+            return
+        if data[start : start + 1] != b"{":
+            raise NotSure("traceEvents does not start with an object")
+        while start is not None:
+            chunk, start = self._next(start)
+            self.events += len(chunk)
+            yield chunk
+        if self.top_level is None:  # pragma: no cover - _next sets it with the last chunk
+            raise NotSure("unfinished")

@@ -1,28 +1,51 @@
 """PyTorch profiler / Kineto Chrome-trace JSON, plain or gzip (formats.md section 1).
 
-Memory bound: the stdlib json module parses a whole document, so the reader holds the decompressed
-bytes, their text and the parsed objects at once. The decompressed JSON is capped at
-`max_json_bytes()` (PERFWH_TRACE_MAX_JSON_BYTES, default 256 MiB): a larger trace is quarantined
-before parsing, so peak memory stays under that cap times the factor measured in
-docs/formats/traces.md. Truncated gzip or JSON is quarantined, never salvaged.
+Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
+
+* `fast` (kineto_fast): the events array is parsed in checked chunks of about 1 MiB, by msgspec into
+  slotted structs when msgspec is installed and the document is ASCII (the args of an event stay raw JSON
+  unless it is stored), else by orjson, else by the stdlib json module (a dict per event); only the
+  fields the tables need are taken from the complete events of the stored categories, into one tuple per
+  stored event, and the times are converted with numpy. No whole-document object tree.
+* `stdlib`, the checked path: the whole document through the stdlib json module with a per-integer hook
+  that keeps integers beyond int64 as text, one dict per event. It runs when the fast path cannot vouch for
+  its result (kineto_fast.NotSure: an integer literal beyond int64, anything the chunk parser rejects such
+  as NaN, invalid UTF-8 or truncated JSON, an unusual layout, timestamps beyond 2**53 µs) and for
+  `fast=False`; its errors are the quarantine reasons, unchanged.
+
+The cyclic garbage collector is paused while a trace is parsed (_without_cyclic_gc).
+
+Memory bound: the decompressed bytes are held (capped at `max_json_bytes()`, PERFWH_TRACE_MAX_JSON_BYTES,
+default 256 MiB: a larger trace is quarantined before parsing). The fast path adds one chunk of raw events
+(kineto_fast.CHUNK_BYTES of JSON) and the stored events' tuples, columns and tables (about 0.75 KB each):
+2.2-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
+6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged.
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
+import operator
 import os
 import zlib
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
 
+from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
-from perf_assets.lib.ingest.formats.kineto_fast import has_big_int
+from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has_big_int, loads_function
 from perf_assets.lib.ingest.formats.trace_tables import (
+    GPU_ACTIVITIES,
     TraceContext,
     args_json,
     as_int64,
+    build_columnar_tables,
     build_trace_tables,
     int_or_text,
 )
@@ -57,31 +80,28 @@ COLLECTIVE_ARGS = {
 }
 
 
-PATHS: Counter = Counter()  # reader path -> calls (read_document), for tests and bench/
+PATHS: Counter = Counter()  # reader path ("fast" | "stdlib") -> parse_kineto_trace calls, for tests and bench/
+PARSERS: Counter = Counter()  # the fast path's chunk parser (msgspec | orjson | json) -> calls
 
 
 def max_json_bytes() -> int:
     return int(os.environ.get("PERFWH_TRACE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
 
 
-def _read_bounded(handle, limit: int) -> bytes:
-    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound)."""
-    blocks, total = [], 0
-    while total <= limit:
-        block = handle.read(min(1 << 20, limit + 1 - total))
+def _read_bounded(handle, limit: int) -> bytearray:
+    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound) into one
+    growing buffer (joining a list of blocks would hold the document twice)."""
+    data = bytearray()
+    while len(data) <= limit:
+        block = handle.read(min(1 << 20, limit + 1 - len(data)))
         if not block:
             break
-        blocks.append(block)
-        total += len(block)
-    return b"".join(blocks)
+        data += block
+    return data
 
 
-def read_document(landed: LandedFile, fast: bool = True) -> tuple[dict, list[str]]:
-    """The trace's top-level object (and notes), or QuarantineError with what is wrong.
-
-    fast: parse without the per-integer hook when no integer literal exceeds int64 (kineto_fast);
-    the result is identical. PATHS counts which path each call took ("fast" or "stdlib").
-    """
+def read_bytes(landed: LandedFile) -> bytearray:
+    """The decompressed JSON (at most max_json_bytes()), or QuarantineError for bad gzip, too big, empty."""
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
@@ -95,25 +115,39 @@ def read_document(landed: LandedFile, fast: bool = True) -> tuple[dict, list[str
             f"trace JSON is over the reader's bound of {limit} bytes decompressed (PERFWH_TRACE_MAX_JSON_BYTES): "
             "not parsed; raise the bound on a host with enough memory or profile fewer steps"
         )
-    if not data.strip():
+    if not data or data.isspace():  # what `not data.strip()` says, without a copy of the document
         raise QuarantineError("empty trace")
+    return data
+
+
+def checked_document(data: bytes | bytearray, big_int: bool | None = None) -> tuple[dict, list[str]]:
+    """The checked (stdlib) parse of the whole document (and notes), or QuarantineError with what is wrong.
+
+    Without an integer literal beyond int64 (big_int False, kineto_fast.has_big_int) the per-integer hook is
+    left out: it would return int(token) for every literal, so the document is the same.
+    """
     notes = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         text = data.decode("utf-8", errors="replace")
         notes.append(f"invalid UTF-8 (first at byte {error.start}) replaced with U+FFFD")
-    path = "fast" if fast and not has_big_int(data) else "stdlib"
+    if big_int is None:
+        big_int = has_big_int(data)
     del data
-    PATHS[path] += 1
     try:
-        document = json.loads(text) if path == "fast" else json.loads(text, parse_int=int_or_text)
+        document = json.loads(text, parse_int=int_or_text) if big_int else json.loads(text)
     except json.JSONDecodeError as error:
         where = "at the end (truncated trace?)" if error.pos >= len(text.rstrip()) - 1 else f"at char {error.pos}"
         raise QuarantineError(f"invalid JSON {where}: {error.msg}") from None
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         raise QuarantineError("not a Kineto trace: no top-level object with a traceEvents array")
     return document, notes
+
+
+def read_document(landed: LandedFile) -> tuple[dict, list[str]]:
+    """The trace's top-level object (and notes) by the checked path, or QuarantineError with what is wrong."""
+    return checked_document(read_bytes(landed))
 
 
 def _ts(value: object) -> float | int | None:
@@ -127,17 +161,27 @@ def _ts(value: object) -> float | int | None:
         return None
 
 
-def time_base(document: dict, sample: list) -> tuple[str, bool, object]:
-    """(name, absolute, µs -> ns function) following formats.md 1.3."""
+def time_mode(document: dict, sample: list) -> tuple[str, bool, int | None]:
+    """(name, absolute, baseTimeNanoseconds or None) following formats.md 1.3, from the first complete events' ts."""
     base = as_int64(document.get("baseTimeNanoseconds"))
     if base is not None:
-        return "kineto_base_time_ns", True, lambda ts: base + round(ts * 1000)
+        return "kineto_base_time_ns", True, base
     stamps = [ts for ts in sample if ts is not None]
     if stamps and max(stamps) >= ABSOLUTE_US_MIN:
         if all(isinstance(ts, int) for ts in stamps):
-            return "kineto_unix_us", True, lambda ts: int(ts) * 1000
-        return "kineto_unix_us_float", True, lambda ts: round(ts * 1000)
-    return "kineto_relative_us", False, lambda ts: round(ts * 1000)
+            return "kineto_unix_us", True, None
+        return "kineto_unix_us_float", True, None
+    return "kineto_relative_us", False, None
+
+
+def time_base(document: dict, sample: list) -> tuple[str, bool, object]:
+    """(name, absolute, µs -> ns function) following formats.md 1.3."""
+    name, absolute, base = time_mode(document, sample)
+    if base is not None:
+        return name, absolute, lambda ts: base + round(ts * 1000)
+    if name == "kineto_unix_us":
+        return name, absolute, lambda ts: int(ts) * 1000
+    return name, absolute, lambda ts: round(ts * 1000)
 
 
 def _devices(document: dict) -> dict[int, tuple[str | None, str | None]]:
@@ -203,12 +247,44 @@ def _event(raw: dict, category: str, cat: str, to_ns) -> dict | None:
     return event
 
 
+@contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: parsing allocates hundreds of thousands of containers, each
+    allocation burst triggers a collection that walks all of them (a third of the A100 trace's load time),
+    and parsed JSON and the tables hold no reference cycles. Reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Table]:
-    """All canonical tables of one Kineto trace; fast=False forces the stdlib reader (same tables)."""
-    document, notes = read_document(landed, fast)
-    raw_events = document["traceEvents"]
-    complete = [raw for raw in raw_events if isinstance(raw, dict) and raw.get("ph") == "X"]
-    name, absolute, to_ns = time_base(document, [_ts(raw.get("ts")) for raw in complete[:1000]])
+    """All canonical tables of one Kineto trace; fast=False forces the checked stdlib reader (same tables)."""
+    with _without_cyclic_gc():
+        data = read_bytes(landed)
+        big_int = has_big_int(data)
+        if fast and not big_int:
+            try:
+                tables = _parse_fast(landed, data)
+            except NotSure:
+                pass
+            except QuarantineError:  # the fast path was sure: e.g. nothing to store
+                PATHS["fast"] += 1
+                raise
+            else:
+                PATHS["fast"] += 1
+                return tables
+        PATHS["stdlib"] += 1
+        document, notes = checked_document(data, big_int)
+        del data
+        return _parse_checked(landed, document, notes)
+
+
+def _context(landed: LandedFile, document: dict, notes: list[str], sample: list) -> TraceContext:
+    name, absolute, _ = time_mode(document, sample)
     context = TraceContext(trace_format="kineto", time_base=name, time_absolute=absolute, notes=notes)
     if not absolute:
         context.notes.append("timestamps relative to the trace's own zero (no baseTimeNanoseconds, not epoch µs)")
@@ -218,9 +294,30 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     context.resolve_rank(landed, distributed.get("rank"))
     context.world_size = as_int64(distributed.get("world_size"))
     context.devices = _devices(document)
+    return context
+
+
+def _no_kernel_note(context: TraceContext, categories: list[str]) -> None:
+    if "kernel" not in categories:
+        ranges = categories.count("range_profiler")
+        context.notes.append(
+            f"no kernel events: CUPTI range-profiler trace ({ranges} cuda_profiler_range events stored)"
+            if ranges
+            else "no kernel events"
+        )
+    if not categories:
+        raise QuarantineError(f"no trace events to store ({context.note() or 'traceEvents is empty'})")
+
+
+def _parse_checked(landed: LandedFile, document: dict, notes: list[str]) -> dict[str, pa.Table]:
+    raw_events = document["traceEvents"]
+    complete = [raw for raw in raw_events if isinstance(raw, dict) and raw.get("ph") == "X"]
+    sample = [_ts(raw.get("ts")) for raw in complete[:1000]]
+    context = _context(landed, document, notes, sample)
+    _, _, to_ns = time_base(document, sample)
     events: list[dict] = []
     not_kept: Counter = Counter()
-    not_kept["non-duration events (metadata, instants, flows)"] = len(raw_events) - len(complete)
+    not_kept[NON_DURATION] = len(raw_events) - len(complete)
     for raw in complete:
         cat = str(raw.get("cat") or "").lower()
         category = CATEGORIES.get(cat)
@@ -232,13 +329,285 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     context.not_kept = +not_kept
     del raw_events, complete
     document.clear()  # the raw events are no longer needed: free them before the tables are built
-    if not any(event["category"] == "kernel" for event in events):
-        ranges = sum(event["category"] == "range_profiler" for event in events)
-        context.notes.append(
-            f"no kernel events: CUPTI range-profiler trace ({ranges} cuda_profiler_range events stored)"
-            if ranges
-            else "no kernel events"
-        )
-    if not events:
-        raise QuarantineError(f"no trace events to store ({context.note() or 'traceEvents is empty'})")
+    _no_kernel_note(context, [event["category"] for event in events])
     return build_trace_tables(landed, context, events)
+
+
+# --- the fast path: chunks of raw events -> one tuple per kept event -> columns ------------------------
+
+NON_DURATION = "non-duration events (metadata, instants, flows)"
+_CAT_INFO: dict[str, tuple[str, str | None, bool]] = {}  # raw `cat` -> (lower-cased, category, device side)
+
+
+def _cat_info(cat: object) -> tuple[str, str | None, bool]:
+    lowered = str(cat or "").lower()
+    info = (lowered, CATEGORIES.get(lowered), lowered in DEVICE_SIDE)
+    if type(cat) is str and len(_CAT_INFO) < 1000:
+        _CAT_INFO[cat] = info
+    return info
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+# the order of the tuple _Collected.add builds per kept event
+FIELDS = (
+    "category name device_index stream ts dur correlation_id group_size in_msg_nelems out_msg_nelems bytes "
+    "args_json collective_name process_group_name msg_dtype"
+).split()
+_BREAKDOWN_INPUT = frozenset(GPU_ACTIVITIES)
+_NO_COLLECTIVE = (None, None, None)
+
+
+class _Collected:
+    """What the fast path keeps of the raw events: one tuple (FIELDS) per stored event, and bookkeeping."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.not_kept: Counter = Counter()
+        self.not_kept[NON_DURATION] = 0  # first, as in the checked path (the note lists ties in insertion order)
+        self.non_duration = 0
+        self.sample: list = []  # _ts of the first 1000 complete events, for the time base
+        self.breakdown_rows: list[int] = []  # rows of GPU activities and CPU annotations
+        self.launch_rows: list[int] = []  # rows of runtime calls with a correlation id
+
+    def add(self, chunk: list) -> None:
+        """The same decisions as _parse_checked and _event, field for field (as_int64 inlined for ints, which
+        fit int64 on this path); the µs -> ns conversion is left to _nanoseconds (ts and dur are kept as the
+        int or float that _ts gives)."""
+        rows, not_kept, sample = self.rows, self.not_kept, self.sample
+        append = rows.append
+        cat_info = _CAT_INFO.get
+        for raw in chunk:
+            if type(raw) is not dict or raw.get("ph") != "X":
+                self.non_duration += 1
+                continue
+            ts = raw.get("ts")
+            if len(sample) < 1000:
+                sample.append(_ts(ts))
+            cat = raw.get("cat")
+            info = cat_info(cat) if type(cat) is str else None
+            if info is None:
+                info = _cat_info(cat)
+            lowered, category, device_side = info
+            if category is None:
+                not_kept[lowered or "no category"] += 1
+                continue
+            dur = raw.get("dur")
+            if type(ts) is not int and type(ts) is not float:
+                ts = _ts(ts)
+            if type(dur) is not int and type(dur) is not float:
+                dur = _ts(dur)
+            if ts is None or dur is None:
+                not_kept[f"{lowered} without ts/dur"] += 1
+                continue
+            args = raw.get("args")
+            if type(args) is not dict:
+                args = {}
+            get = args.get
+            if device_side:
+                device = get("device")
+                if type(device) is not int:
+                    device = None if device is None else as_int64(device)
+                if device is None:
+                    device = raw.get("pid")
+                    if type(device) is not int:
+                        device = None if device is None else as_int64(device)
+                stream = get("stream")
+                if type(stream) is not int:
+                    stream = None if stream is None else as_int64(stream)
+                if stream is None:
+                    stream = raw.get("tid")
+                    if type(stream) is not int:
+                        stream = None if stream is None else as_int64(stream)
+            else:
+                device = stream = None
+            correlation = get("correlation")
+            if type(correlation) is not int and correlation is not None:
+                correlation = as_int64(correlation)
+            name = raw.get("name")
+            if type(name) is not str and name is not None:
+                name = str(name)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
+                self.breakdown_rows.append(len(rows))
+            elif category == "runtime" and correlation is not None:
+                self.launch_rows.append(len(rows))
+            if category == "kernel":
+                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
+            else:
+                collective = _NO_COLLECTIVE
+            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
+            if sizes != (None, None, None, None):
+                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
+            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+
+    def add_structs(self, chunk: list, decode_args) -> None:
+        """add() for msgspec event structs (kineto_fast.struct_decoders): attributes instead of dict keys,
+        and the args decoded only for the events that are stored."""
+        rows, not_kept, sample = self.rows, self.not_kept, self.sample
+        append = rows.append
+        cat_info = _CAT_INFO.get
+        for raw in chunk:
+            if raw.ph != "X":
+                self.non_duration += 1
+                continue
+            ts = raw.ts
+            if len(sample) < 1000:
+                sample.append(_ts(ts))
+            cat = raw.cat
+            info = cat_info(cat) if type(cat) is str else None
+            if info is None:
+                info = _cat_info(cat)
+            lowered, category, device_side = info
+            if category is None:
+                not_kept[lowered or "no category"] += 1
+                continue
+            dur = raw.dur
+            if type(ts) is not int and type(ts) is not float:
+                ts = _ts(ts)
+            if type(dur) is not int and type(dur) is not float:
+                dur = _ts(dur)
+            if ts is None or dur is None:
+                not_kept[f"{lowered} without ts/dur"] += 1
+                continue
+            args = raw.args
+            if len(args):
+                try:
+                    args = decode_args(args)
+                except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
+                    raise NotSure("args the struct decoder does not read") from None
+                if type(args) is not dict:
+                    args = {}
+            else:
+                args = {}
+            get = args.get
+            if device_side:
+                device = get("device")
+                if type(device) is not int:
+                    device = None if device is None else as_int64(device)
+                if device is None:
+                    device = raw.pid
+                    if type(device) is not int:
+                        device = None if device is None else as_int64(device)
+                stream = get("stream")
+                if type(stream) is not int:
+                    stream = None if stream is None else as_int64(stream)
+                if stream is None:
+                    stream = raw.tid
+                    if type(stream) is not int:
+                        stream = None if stream is None else as_int64(stream)
+            else:
+                device = stream = None
+            correlation = get("correlation")
+            if type(correlation) is not int and correlation is not None:
+                correlation = as_int64(correlation)
+            name = raw.name
+            if type(name) is not str and name is not None:
+                name = str(name)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
+                self.breakdown_rows.append(len(rows))
+            elif category == "runtime" and correlation is not None:
+                self.launch_rows.append(len(rows))
+            if category == "kernel":
+                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
+            else:
+                collective = _NO_COLLECTIVE
+            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
+            if sizes != (None, None, None, None):
+                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
+            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+
+
+EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
+
+
+def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
+    """time_base's µs -> ns function over int/float values, vectorized with the same rounding:
+    base + round(x × 1000) | int(x) × 1000 | round(x × 1000); Python's round and numpy's rint both round
+    half to even, on the same IEEE product. NotSure where int64 could overflow (Python's ints would not)."""
+    offset = base or 0
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    if set(map(type, values)) <= {int}:
+        largest = max(max(values), -min(values))  # Python ints: np.abs(-2**63) would overflow
+        integers, floats, is_float = np.array(values, dtype=np.int64), None, None
+    else:
+        floats = np.array(values, dtype=np.float64)
+        largest = float(np.abs(floats).max())
+        is_float = np.array([type(value) is float for value in values], dtype=bool)
+        integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
+    if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
+        raise NotSure("timestamps too large for the vectorized conversion")
+    ns = integers * 1000 + offset
+    if floats is not None:
+        if mode == "kineto_unix_us":
+            converted = np.trunc(floats).astype(np.int64) * 1000
+        else:
+            converted = np.rint(floats * 1000).astype(np.int64) + offset
+        ns = np.where(is_float, converted, ns)
+    return ns
+
+
+def _sums(starts: tuple, durations: tuple) -> list:
+    """start + dur with Python's types (int + int stays int, anything with a float is the float sum)."""
+    return list(map(operator.add, starts, durations))
+
+
+def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
+    """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
+    collected = _Collected()
+    structs = structs and kineto_fast.msgspec is not None and data.isascii()
+    if structs:
+        decode_chunk, decode_args = kineto_fast.struct_decoders()
+        reader = EventChunks(data, decode_chunk, top_loads=loads_function())
+        for chunk in reader.chunks():
+            collected.add_structs(chunk, decode_args)
+            del chunk
+    else:
+        reader = EventChunks(data, loads_function())
+        for chunk in reader.chunks():
+            collected.add(chunk)
+            del chunk
+    document = reader.top_level
+    collected.not_kept[NON_DURATION] = collected.non_duration
+    context = _context(landed, document, [], collected.sample)
+    context.not_kept = +collected.not_kept
+    mode, _, base = time_mode(document, collected.sample)
+    rows = collected.rows
+    columns = dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
+    del rows, collected.rows
+    starts, durations = columns.pop("ts"), columns.pop("dur")
+    start_ns = _nanoseconds(starts, mode, base)
+    end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
+    columns["start_ns"], columns["end_ns"] = start_ns, end_ns
+    del starts, durations
+    PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
+    _no_kernel_note(context, columns["category"])
+    slim, launches = _breakdown_inputs(columns, collected.breakdown_rows, collected.launch_rows)
+    return build_columnar_tables(landed, context, columns, slim, launches)
+
+
+def _breakdown_inputs(columns: dict, wanted: list[int], launch_rows: list[int]) -> tuple[list[dict], dict[int, int]]:
+    """The events the breakdowns read (GPU activities, CPU annotations) as dicts, and the launches by correlation."""
+    start_ns, end_ns = columns["start_ns"], columns["end_ns"]
+    correlation = columns["correlation_id"]
+    launch_index = np.array(launch_rows, dtype=np.int64)
+    launches = dict(zip([correlation[row] for row in launch_rows], start_ns[launch_index].tolist()))
+    index = np.array(wanted, dtype=np.int64)
+    category, name, device, stream = columns["category"], columns["name"], columns["device_index"], columns["stream"]
+    slim = [
+        {
+            "row": row,
+            "category": category[row],
+            "name": name[row],
+            "device_index": device[row],
+            "stream": stream[row],
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": end - start,
+            "correlation_id": correlation[row],
+        }
+        for row, start, end in zip(wanted, start_ns[index].tolist(), end_ns[index].tolist())
+    ]
+    return slim, launches

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder as _json_encoder
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
+import numpy as np
 import pyarrow as pa
 
 from perf_assets.lib.contracts import raw_table
 from perf_assets.lib.ingest.landing import LandedFile
 from perf_assets.lib.traces.breakdown import COMMUNICATION, classify_kernel, temporal_breakdown
 from perf_assets.lib.traces.profiler_steps import in_traced_iterations, last_step_start
-from perf_assets.lib.traces.rank_tables import by_device, idle_rows, kernel_type_rows, step_rows
+from perf_assets.lib.traces.rank_tables import by_device, idle_rows, kernel_type_rows, launch_starts, step_rows
 
 EVENTS, BREAKDOWNS = "trace_events", "trace_rank_breakdowns"  # keys of RAW_TABLES
 IDLE, KERNEL_TYPES, STEP_BUSY = "trace_idle_breakdowns", "trace_kernel_types", "trace_step_busy"
@@ -105,22 +107,27 @@ def _schema_with_date(key: str) -> pa.Schema:
     return pa.schema([*raw_table(key).schema, pa.field("event_date", pa.date32())])
 
 
-def mark_activities(events: list[dict]) -> int:
-    """Set kernel_type and in_breakdown on every event; returns how many GPU activities are excluded."""
+def mark_activities(events: list[dict], launches: dict[int, int] | None = None) -> int:
+    """Set kernel_type and in_breakdown on every event; returns how many GPU activities are excluded.
+
+    launches: correlation id -> launch start (rank_tables.launch_starts), when the runtime events are not in `events`.
+    """
     cutoff = last_step_start(
         (event["name"], event["start_ns"])
         for event in events
         if event["category"] == "annotation" and event.get("device_index") is None
     )
-    launches = {
-        event["correlation_id"]: event["start_ns"]
-        for event in events
-        if event["category"] == "runtime" and event.get("correlation_id") is not None
-    }
+    if launches is None:
+        launches = launch_starts(events)
+    types: dict[tuple[str | None, str], str] = {}  # kernel names repeat: classify each once
     excluded = 0
     for event in events:
         if event["category"] in GPU_ACTIVITIES:
-            event["kernel_type"] = classify_kernel(event["name"], event["category"])
+            key = (event["name"], event["category"])
+            kernel_type = types.get(key)
+            if kernel_type is None:
+                kernel_type = types[key] = classify_kernel(event["name"], event["category"])
+            event["kernel_type"] = kernel_type
             event["in_breakdown"] = in_traced_iterations(event.get("correlation_id"), launches, cutoff)
             excluded += not event["in_breakdown"]
         else:
@@ -195,8 +202,12 @@ def breakdown_rows(landed: LandedFile, context: TraceContext, events: list[dict]
     return rows
 
 
-def derived_tables(landed: LandedFile, context: TraceContext, events: list[dict]) -> dict[str, pa.Table]:
-    """Idle-time, kernel-type and per-step busy tables (perf_assets.lib.traces.rank_tables) with identity."""
+def derived_tables(
+    landed: LandedFile, context: TraceContext, events: list[dict], launches: dict[int, int] | None = None
+) -> dict[str, pa.Table]:
+    """Idle-time, kernel-type and per-step busy tables (perf_assets.lib.traces.rank_tables) with identity.
+
+    events: at least the GPU activities and CPU annotations; launches as for mark_activities."""
     identity = {
         "capture_id": capture_id_of(landed),
         "trace_format": context.trace_format,
@@ -207,7 +218,7 @@ def derived_tables(landed: LandedFile, context: TraceContext, events: list[dict]
     devices, counted = by_device(events), by_device(events, counted_only=True)
     tables = {}
     for key, rows in (
-        (IDLE, idle_rows(events, counted)),
+        (IDLE, idle_rows(events, counted, launches)),
         (KERNEL_TYPES, kernel_type_rows(counted)),
         (STEP_BUSY, step_rows(events, devices)),
     ):
@@ -249,7 +260,97 @@ def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[d
 
 
 _ARGS_ENCODER = json.JSONEncoder(sort_keys=True, default=str)  # what json.dumps(sort_keys=True, default=str) builds
+# The C encoder that JSONEncoder.encode builds anew on every call, built once: the same text, a third of the
+# time. No circular-reference markers (parsed JSON has no cycles).
+_C_ENCODE = (
+    _json_encoder.c_make_encoder(None, str, _json_encoder.encode_basestring_ascii, None, ": ", ", ", True, False, True)
+    if _json_encoder.c_make_encoder is not None
+    else None
+)
 
 
 def args_json(args: object) -> str | None:
-    return _ARGS_ENCODER.encode(args) if args else None
+    """json.dumps(args, sort_keys=True, default=str), None for empty or missing args."""
+    if not args:
+        return None
+    if _C_ENCODE is not None and type(args) is dict:
+        return "".join(_C_ENCODE(args, 0))
+    return _ARGS_ENCODER.encode(args)
+
+
+_EPOCH = date(1970, 1, 1)
+
+
+def event_days(start_ns: np.ndarray, absolute: bool, default: date) -> pa.Array:
+    """`_day` of every start, vectorized: datetime.fromtimestamp(ns / 1e9, utc).date() rounds the float
+    seconds half-even to µs (CPython _PyTime_DoubleToDenominator) before taking the day; so does this."""
+    if not absolute:
+        days = np.full(len(start_ns), (default - _EPOCH).days, dtype=np.int32)
+        return pa.array(days, pa.date32())
+    seconds = start_ns.astype(np.float64) / 1e9
+    fraction, whole = np.modf(seconds)
+    micros = np.rint(fraction * 1e6)
+    whole = whole + (micros >= 1e6) - (micros < 0)
+    return pa.array(np.floor_divide(whole, 86400).astype(np.int32), pa.date32())
+
+
+def build_columnar_tables(
+    landed: LandedFile,
+    context: TraceContext,
+    columns: dict[str, object],
+    slim: list[dict],
+    launches: dict[int, int],
+) -> dict[str, pa.Table]:
+    """build_trace_tables for a parser that hands columns instead of one dict per event (kineto fast path).
+
+    columns: the parser's columns of the events table in file order (category, name, device_index, stream,
+    correlation_id, group_size, in_msg_nelems, out_msg_nelems, bytes, args_json, collective_name,
+    process_group_name, msg_dtype as lists; start_ns, end_ns as int64 arrays). slim: one dict per GPU
+    activity and CPU annotation (the keys build_trace_tables' events have, and `row`, its index in columns),
+    all the breakdowns read. launches: correlation id -> launch start of the runtime events. Same tables.
+    """
+    excluded = mark_activities(slim, launches)
+    if excluded:
+        context.notes.append(f"{excluded} GPU activities of the last, incomplete profiler step not in the breakdown")
+    count = len(columns["category"])
+    kernel_type: list[str | None] = [None] * count
+    in_breakdown: list[bool | None] = [None] * count
+    for event in slim:
+        if event["category"] in GPU_ACTIVITIES:
+            kernel_type[event["row"]] = event["kernel_type"]
+            in_breakdown[event["row"]] = event["in_breakdown"]
+    context.kept = count
+    schema = _schema_with_date(EVENTS)
+    start_ns, end_ns = columns["start_ns"], columns["end_ns"]
+    constant = {
+        "capture_id": capture_id_of(landed),
+        "trace_format": context.trace_format,
+        "host": context.host,
+        "job_id": context.job_id,
+        "rank": context.rank,
+        "time_absolute": context.time_absolute,
+    }
+    arrays = {name: pa.repeat(pa.scalar(value, schema.field(name).type), count) for name, value in constant.items()}
+    arrays |= {
+        "kernel_type": kernel_type,
+        "in_breakdown": in_breakdown,
+        "dur_ns": end_ns - start_ns,
+        "event_seq": np.arange(count, dtype=np.int64),
+        "event_date": event_days(start_ns, context.time_absolute, landed.default_event_date),
+    }
+    events_table = pa.Table.from_arrays(
+        [
+            arrays[field.name]
+            if isinstance(arrays.get(field.name), pa.Array)
+            else pa.array(arrays[field.name] if field.name in arrays else columns[field.name], field.type)
+            for field in schema
+        ],
+        schema=schema,
+    )
+    breakdowns = pa.Table.from_pylist(
+        breakdown_rows(landed, context, slim, excluded), schema=_schema_with_date(BREAKDOWNS)
+    )
+    note = context.note()
+    if note:
+        events_table = events_table.replace_schema_metadata({NOTE_METADATA: note.encode()})
+    return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, slim, launches)}
