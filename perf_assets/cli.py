@@ -326,7 +326,7 @@ def parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--scenario",
         default="demo",
-        help="scenario name (demo, fleet-1k) or path to a scenario .yaml (default: demo; docs/simulator.md)",
+        help="scenario name (demo, incidents, fleet-1k) or path to a scenario .yaml (default: demo; docs/simulator.md)",
     )
     simulate.add_argument("--seed", type=int, default=7, help="random seed; the same seed writes the same files")
     simulate.add_argument(
