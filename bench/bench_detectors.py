@@ -44,6 +44,8 @@ from bench.detector_series import FAMILIES, HELD_OUT_SEED, TUNING_SEED, LabeledS
 from perf_assets.lib.changepoint import DetectorConfig, detect_change_points  # noqa: E402
 
 RUNNERS = ROOT / "bench" / "runners"
+#: A false positive this close to a true change counts as a near miss (mislocated) in the diagnostics.
+NEAR_MISS = 6
 
 # Tuning grids (chosen on the tuning seed only).
 OURS_GRID = [{"max_pvalue": p, "min_relative_effect": e} for p in (0.001, 0.01, 0.05) for e in (0.0, 0.01, 0.02, 0.03)]
@@ -86,6 +88,7 @@ class Score:
     null_series: int = 0  # series without a true change
     false_alarm_series: int = 0  # of those, with any detection
     abs_offset_sum: int = 0
+    fp_near: int = 0  # false positives within NEAR_MISS points of a true change (mislocated, not spurious)
 
     def add(self, truth: list[int], found: list[int], tolerance: int) -> None:
         tp, offsets = match_count(truth, found, tolerance)
@@ -94,6 +97,7 @@ class Score:
         self.fp += len(found) - tp
         self.fn += len(truth) - tp
         self.abs_offset_sum += sum(abs(o) for o in offsets)
+        self.fp_near += min(len(found) - tp, sum(any(abs(d - t) <= NEAR_MISS for t in truth) for d in found) - tp)
         if not truth:
             self.null_series += 1
             self.false_alarm_series += bool(found)
@@ -115,6 +119,7 @@ class Score:
             "f1": f1,
             "false_alarm_series_rate": self.false_alarm_series / self.null_series if self.null_series else None,
             "mean_abs_offset": self.abs_offset_sum / self.tp if self.tp else None,
+            "fp_near_miss": self.fp_near,
         }
 
 
@@ -126,6 +131,30 @@ def score(series: list[LabeledSeries], found: dict[str, list[int]], tolerance: i
         overall.add(truth, got, tolerance)
         by_family.setdefault(s.family, Score()).add(truth, got, tolerance)
     return {"overall": overall.summary(), "families": {f: sc.summary() for f, sc in by_family.items()}}
+
+
+def diagnostics(series: list[LabeledSeries], found: dict[str, list[int]], tolerance: int) -> dict[str, dict]:
+    """Recall of two_steps by sign pattern (a bump vs a staircase) and of single steps by magnitude."""
+    counts: dict[str, dict[str, list[int]]] = {}  # group -> label -> [true, matched]
+    for s in series:
+        tp, _ = match_count(list(s.changes), found[s.key], tolerance)
+        if s.family == "two_steps":
+            label = "opposite_sign" if s.effects[0] * s.effects[1] < 0 else "same_sign"
+            group = "two_steps_recall_by_sign"
+        elif len(s.changes) == 1 and not s.family.startswith("step_"):
+            label = f"{abs(s.effects[0]):.2f}"
+            group = f"{s.family}_recall_by_magnitude"
+        else:
+            continue
+        cell = counts.setdefault(group, {}).setdefault(label, [0, 0])
+        cell[0] += len(s.changes)
+        cell[1] += tp
+    return {g: {k: v[1] / v[0] for k, v in sorted(d.items())} for g, d in counts.items()}
+
+
+def fast_permutations(max_pvalue: float) -> int:
+    """Permutations for the fast variant of ours: p-value resolution a tenth of ``max_pvalue``, at least 99."""
+    return max(99, round(10.0 / max_pvalue) - 1)
 
 
 # --- ours, in process ------------------------------------------------------------------------------------------
@@ -256,18 +285,25 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
     versions: dict[str, dict] = {}
     cold = ours_cold_start_seconds()
 
+    chosen = tuning["ours"]["chosen"]
     ours_settings = {
         "ours_default": DetectorConfig(),
-        "ours_tuned": DetectorConfig(**tuning["ours"]["chosen"]),
+        "ours_tuned": DetectorConfig(**chosen),
+        "ours_tuned_fast": DetectorConfig(**chosen, n_permutations=fast_permutations(chosen["max_pvalue"])),
     }
     for name, config in ours_settings.items():
-        found, batched = run_ours_batched(series, config)
-        found_single, single = run_ours_per_series(series, config)
-        if found_single != found:
-            raise SystemExit(f"{name}: batched and per-series calls disagree")
+        batched = single = float("inf")
+        for _ in range(args.repeats):
+            found, seconds = run_ours_batched(series, config)
+            batched = min(batched, seconds)
+            found_single, seconds = run_ours_per_series(series, config)
+            single = min(single, seconds)
+            if found_single != found:
+                raise SystemExit(f"{name}: batched and per-series calls disagree")
         results[name] = {
             "settings": {k: v for k, v in asdict(config).items()},
             **score(series, found, tol),
+            "diagnostics": diagnostics(series, found, tol),
             "detect_seconds": batched,
             "detect_seconds_per_series_calls": single,
             "wall_seconds": cold + batched,
@@ -282,14 +318,18 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
         ("pelt_rbf_tuned", args.ruptures_python, "ruptures_runner.py", tuning["pelt_rbf"]["chosen"]),
     )
     for name, python, runner, params in competitors:
-        result = run_runner(python, runner, series, [params])
+        runs = [run_runner(python, runner, series, [params]) for _ in range(args.repeats)]
+        result = runs[0]
+        if any(r.found != result.found for r in runs):
+            raise SystemExit(f"{name}: repeated runs disagree")
         if result.header.get("defaults") and name == "otava_default" and result.header["defaults"] != params:
             raise SystemExit(f"Otava's defaults are {result.header['defaults']}, not {params}")
         results[name] = {
             "settings": params,
             **score(series, result.found[0], tol),
-            "detect_seconds": result.detect_seconds[0],
-            "wall_seconds": result.wall_seconds,
+            "diagnostics": diagnostics(series, result.found[0], tol),
+            "detect_seconds": min(r.detect_seconds[0] for r in runs),
+            "wall_seconds": min(r.wall_seconds for r in runs),
             "import_seconds": result.header.get("import_seconds"),
         }
         versions[runner.split("_")[0]] = {"python": result.header.get("python"), **result.header["versions"]}
@@ -327,6 +367,15 @@ def print_tables(results: dict, n_series: int) -> None:
         for family in FAMILIES:
             row = "".join(f"{_fmt(results[n]['families'][family][metric]):>16}" for n in names)
             print(f"{family:<12}{row}")
+    print(f"\nfalse positives within {NEAR_MISS} points of a true change (mislocated) / all false positives")
+    print("  " + ", ".join(f"{n} {results[n]['overall']['fp_near_miss']}/{results[n]['overall']['fp']}" for n in names))
+    print("\nrecall diagnostics")
+    groups = sorted({g for n in names for g in results[n]["diagnostics"]})
+    for group in groups:
+        labels = sorted({k for n in names for k in results[n]["diagnostics"].get(group, {})})
+        for label in labels:
+            row = "".join(f"{_fmt(results[n]['diagnostics'].get(group, {}).get(label)):>16}" for n in names)
+            print(f"{group + ' ' + label:<44}{row}")
     print("\nper family: false-alarm series rate")
     print(f"{'family':<12}" + "".join(f"{n:>16}" for n in names))
     for family in FAMILIES:
@@ -343,6 +392,7 @@ def main() -> None:
     parser.add_argument("--tuning-seed", type=int, default=TUNING_SEED)
     parser.add_argument("--held-out-seed", type=int, default=HELD_OUT_SEED)
     parser.add_argument("--tolerance", type=int, default=2, help="points between a detection and its true change")
+    parser.add_argument("--repeats", type=int, default=2, help="held-out timing runs per setting (fastest kept)")
     parser.add_argument("--out", default="/tmp/detbench/bench_detectors.json")
     args = parser.parse_args()
     if args.tuning_seed == args.held_out_seed:
@@ -372,6 +422,8 @@ def main() -> None:
             "held_out_series": len(held_out),
             "tuning_objective": "overall F1 on the tuning seed; ties: first in grid order",
             "cpus": os.cpu_count(),
+            "load_average_at_end": os.getloadavg(),
+            "timing_repeats": args.repeats,
         },
         "versions": versions,
         "tuning": tuning,
