@@ -157,6 +157,38 @@ def diagnostics(series: list[LabeledSeries], found: dict[str, list[int]], tolera
     return {g: {k: v[1] / v[0] for k, v in sorted(d.items())} for g, d in counts.items()}
 
 
+def per_series_counts(series: list[LabeledSeries], found: dict[str, list[int]], tolerance: int) -> np.ndarray:
+    """(n_series, 3) array of tp, fp, fn, for the bootstrap."""
+    rows = []
+    for s in series:
+        tp, _ = match_count(list(s.changes), found[s.key], tolerance)
+        rows.append((tp, len(found[s.key]) - tp, len(s.changes) - tp))
+    return np.asarray(rows, dtype=float)
+
+
+def bootstrap_f1(counts: dict[str, np.ndarray], ours: list[str], resamples: int, seed: int) -> dict[str, dict]:
+    """Paired bootstrap over series (the same resampled series for every detector): 95 % intervals of each
+    detector's overall F1 and of ``F1(ours) - F1(other)`` for each of ``ours``."""
+    names = list(counts)
+    n = next(iter(counts.values())).shape[0]
+    idx = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    f1 = {}
+    for name in names:
+        sums = counts[name][idx].sum(axis=1)  # (resamples, 3)
+        f1[name] = 2 * sums[:, 0] / np.maximum(2 * sums[:, 0] + sums[:, 1] + sums[:, 2], 1.0)
+    out: dict[str, dict] = {
+        "f1_ci95": {k: [float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))] for k, v in f1.items()}
+    }
+    out["f1_difference_ci95"] = {
+        f"{a} - {b}": [float(np.quantile(f1[a] - f1[b], 0.025)), float(np.quantile(f1[a] - f1[b], 0.975))]
+        for a in ours
+        for b in names
+        if not b.startswith("ours")
+    }
+    out["resamples"] = resamples
+    return out
+
+
 def fast_permutations(max_pvalue: float) -> int:
     """Permutations for the fast variant of ours: p-value resolution a tenth of ``max_pvalue``, at least 99."""
     return max(99, round(10.0 / max_pvalue) - 1)
@@ -288,6 +320,7 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
     tol = args.tolerance
     results: dict[str, dict] = {}
     versions: dict[str, dict] = {}
+    counts: dict[str, np.ndarray] = {}
     cold = ours_cold_start_seconds()
 
     chosen = tuning["ours"]["chosen"]
@@ -305,6 +338,7 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
             single = min(single, seconds)
             if found_single != found:
                 raise SystemExit(f"{name}: batched and per-series calls disagree")
+        counts[name] = per_series_counts(series, found, tol)
         results[name] = {
             "settings": {k: v for k, v in asdict(config).items()},
             **score(series, found, tol),
@@ -329,6 +363,7 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
             raise SystemExit(f"{name}: repeated runs disagree")
         if result.header.get("defaults") and name == "otava_default" and result.header["defaults"] != params:
             raise SystemExit(f"Otava's defaults are {result.header['defaults']}, not {params}")
+        counts[name] = per_series_counts(series, result.found[0], tol)
         results[name] = {
             "settings": params,
             **score(series, result.found[0], tol),
@@ -343,7 +378,8 @@ def evaluate(args: argparse.Namespace, series: list[LabeledSeries], tuning: dict
         res["series_per_second_wall"] = len(series) / res["wall_seconds"]
         if "detect_seconds_per_series_calls" in res:
             res["series_per_second_per_series_calls"] = len(series) / res["detect_seconds_per_series_calls"]
-    return results, versions
+    boot = bootstrap_f1(counts, [n for n in counts if n.startswith("ours")], resamples=2000, seed=args.held_out_seed)
+    return results, versions, boot
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -418,8 +454,13 @@ def main() -> None:
         tuning = tune(args, tuning_series)
         print(f"  tuning took {time.perf_counter() - t0:.0f} s")
     print(f"held-out seed {args.held_out_seed}: {len(held_out)} series ({args.per_family} per family)")
-    results, versions = evaluate(args, held_out, tuning)
+    results, versions, boot = evaluate(args, held_out, tuning)
     print_tables(results, len(held_out))
+    print(f"\npaired bootstrap over series ({boot['resamples']} resamples): 95 % intervals")
+    for name, (lo, hi) in boot["f1_ci95"].items():
+        print(f"  F1 {name:<40} [{lo:.3f}, {hi:.3f}]")
+    for name, (lo, hi) in boot["f1_difference_ci95"].items():
+        print(f"  F1 {name:<40} [{lo:+.3f}, {hi:+.3f}]")
 
     report = {
         "protocol": {
@@ -438,6 +479,7 @@ def main() -> None:
         "versions": versions,
         "tuning": tuning,
         "results": results,
+        "bootstrap": boot,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
