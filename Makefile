@@ -7,7 +7,7 @@ export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
-.PHONY: run test ui manifest validate bench bench-traces hta-reference lint clean-data help
+.PHONY: run test ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint      ruff check and format check"
 	@echo "make bench     benchmarks under bench/ (ratios against a baseline measured in the same run)"
 	@echo "make bench-traces / hta-reference   Kineto loading vs HTA; HTA's figures for the agreement tests"
+	@echo "make bench-detectors   our change-point detector vs Apache Otava and ruptures PELT (F1, series/s)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +66,23 @@ bench-traces: $(STAMP) $(HTA_VENV)/bin/python
 
 hta-reference: $(HTA_VENV)/bin/python
 	$(HTA_VENV)/bin/python bench/hta_agreement.py --out bench/hta_reference.json
+
+# Detector benchmark: Apache Otava and ruptures each in a venv of their own under bench/.venvs (never the project's).
+DETBENCH_VENVS := bench/.venvs
+DETBENCH_OUT ?= /tmp/detbench/bench_detectors.json
+$(DETBENCH_VENVS)/otava/.installed: bench/requirements-otava.txt
+	test -x $(DETBENCH_VENVS)/otava/bin/python || $(PYTHON) -m venv $(DETBENCH_VENVS)/otava
+	$(DETBENCH_VENVS)/otava/bin/python -m pip install -q -r bench/requirements-otava.txt
+	touch $@
+
+$(DETBENCH_VENVS)/ruptures/.installed: bench/requirements-ruptures.txt
+	test -x $(DETBENCH_VENVS)/ruptures/bin/python || $(PYTHON) -m venv $(DETBENCH_VENVS)/ruptures
+	$(DETBENCH_VENVS)/ruptures/bin/python -m pip install -q -r bench/requirements-ruptures.txt
+	touch $@
+
+bench-detectors: $(STAMP) $(DETBENCH_VENVS)/otava/.installed $(DETBENCH_VENVS)/ruptures/.installed
+	PYTHONPATH=$(CURDIR) $(BIN)/python bench/bench_detectors.py --otava-python $(DETBENCH_VENVS)/otava/bin/python \
+		--ruptures-python $(DETBENCH_VENVS)/ruptures/bin/python --out $(DETBENCH_OUT)
 
 clean-data:
 	rm -rf data .dagster_home
