@@ -155,7 +155,9 @@ def test_one_group_matches_one_label_greedy_by_date_distance():
 
 def test_groups_in_a_decoys_scope_and_window_are_false_alarms_and_unknown_is_null():
     decoy = label("noise", kind="noise_burst", day=5, end_day=6, decoy=True)
-    report = evaluate(frame(row(day=7), row("a100", day=20)), [decoy, label(day=12, end_day=14, clusters=("a100",))], TOPOLOGY)
+    report = evaluate(
+        frame(row(day=7), row("a100", day=20)), [decoy, label(day=12, end_day=14, clusters=("a100",))], TOPOLOGY
+    )
     assert report["labels"] == 1 and report["decoys"] == 1 and report["detected_labels"] == 0
     attributed = {alarm["attributed_to"] for alarm in report["false_alarm_groups"]}
     assert attributed == {"noise", None}

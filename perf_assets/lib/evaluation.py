@@ -256,13 +256,14 @@ def evaluate(
         matched_groups[g_index] = (l_index, delay, row)
         matched_labels.add(l_index)
 
-    # false alarms, attributed to a decoy or a label whose scope and window hold them, else unattributed
+    # false alarms, attributed to a real label whose scope and window [start - 2 d, end + 2 d] hold them (a second
+    # detection of an incident), else to such a decoy, else unattributed
     false_alarms = []
     for g_index, group in enumerate(groups):
         if g_index in matched_groups:
             continue
         attributed = None
-        for label, role in [(d, "decoy") for d in decoys] + [(r, "label_window") for r in real]:
+        for label, role in [(r, "label_window") for r in real] + [(d, "decoy") for d in decoys]:
             start = _label_day(label["start"])
             end = _label_day(label.get("end")) or window_end or date.max - timedelta(days=MATCH_DAYS + 1)
             for row in group.rows:
