@@ -256,24 +256,25 @@ def evaluate(
         matched_groups[g_index] = (l_index, delay, row)
         matched_labels.add(l_index)
 
-    # false alarms, attributed to a real label whose scope and window [start - 2 d, end + 2 d] hold them (a second
-    # detection of an incident), else to such a decoy, else unattributed
+    # false alarms, attributed to the label (real or decoy) whose scope and window [start - 2 d, end + 2 d] hold
+    # them and whose start is nearest (a tie: the real label), else unattributed
     false_alarms = []
     for g_index, group in enumerate(groups):
         if g_index in matched_groups:
             continue
-        attributed = None
-        for label, role in [(r, "label_window") for r in real] + [(d, "decoy") for d in decoys]:
+        holders = []
+        for order, (label, role) in enumerate([(r, "label_window") for r in real] + [(d, "decoy") for d in decoys]):
             start = _label_day(label["start"])
             end = _label_day(label.get("end")) or window_end or date.max - timedelta(days=MATCH_DAYS + 1)
-            for row in group.rows:
-                if overlaps(str(row["grain"]), str(row["entity_id"]), label, topology) and (
-                    start - timedelta(days=MATCH_DAYS) <= row["_day"] <= end + timedelta(days=MATCH_DAYS)
-                ):
-                    attributed = (label, role)
-                    break
-            if attributed:
-                break
+            days = [
+                abs((row["_day"] - start).days)
+                for row in group.rows
+                if overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
+                and start - timedelta(days=MATCH_DAYS) <= row["_day"] <= end + timedelta(days=MATCH_DAYS)
+            ]
+            if days:
+                holders.append((min(days), role != "label_window", order, label, role))
+        attributed = min(holders, key=lambda item: item[:3])[3:] if holders else None
         false_alarms.append(
             group.summary()
             | {
