@@ -332,3 +332,14 @@ def test_cluster_only_rows_give_the_former_incidents():
         ("a100", ["goodput"], []),
         ("h100", ["goodput", "program_goodput"], []),
     ]
+
+
+def test_the_threshold_check_fails_below_the_scenarios_floor_and_skips_other_scenarios():
+    from perf_assets.defs.evaluation.assets import DEFAULT_THRESHOLDS, threshold_check
+
+    assert threshold_check({"scenario": "demo", "recall": 1.0, "precision": 1.0}, DEFAULT_THRESHOLDS).passed
+    failed = threshold_check({"scenario": "demo", "recall": 0.5, "precision": None}, DEFAULT_THRESHOLDS)
+    assert not failed.passed and "recall 0.5 < 0.75" in failed.metadata["failures"].value
+    assert "precision None" in failed.metadata["failures"].value  # unknown is not a pass
+    skipped = threshold_check({"scenario": "incidents", "recall": 0.1}, DEFAULT_THRESHOLDS)
+    assert skipped.passed and skipped.metadata["checked"].value is False

@@ -11,10 +11,43 @@ from perf_assets.lib.evaluation import evaluate_home, line, table_markdown
 # Thresholds per scenario (labels.json `scenario`); a scenario not listed is scored but not checked.
 # The demo scores recall 1.0 and precision 1.0 (seed 7); these hold with margin.
 DEFAULT_THRESHOLDS = {"demo": {"min_recall": 0.75, "min_precision": 0.5}}
+CHECK_NAME = "evaluation_meets_thresholds"
 
 
-class EvaluationCheckConfig(dg.Config):
+class EvaluationConfig(dg.Config):
+    """Thresholds of the asset check, per labels.json scenario: {scenario: {min_recall, min_precision}}."""
+
     thresholds: dict[str, dict[str, float]] = DEFAULT_THRESHOLDS
+
+
+def threshold_check(result: dict, thresholds: dict[str, dict[str, float]]) -> dg.AssetCheckResult:
+    """Passes when recall and precision are at or above the scenario's thresholds; unchecked scenarios pass."""
+    scenario = result.get("scenario")
+    limits = thresholds.get(str(scenario))
+    if not limits:
+        return dg.AssetCheckResult(
+            check_name=CHECK_NAME,
+            passed=True,
+            metadata={"checked": False, "reason": f"no thresholds for scenario {scenario!r}"},
+        )
+    failures = []
+    for name in ("recall", "precision"):
+        floor = limits.get(f"min_{name}")
+        value = result.get(name)
+        if floor is not None and (value is None or value < floor):
+            failures.append(f"{name} {value} < {floor}")
+    return dg.AssetCheckResult(
+        check_name=CHECK_NAME,
+        passed=not failures,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "checked": True,
+            "recall": result.get("recall"),
+            "precision": result.get("precision"),
+            "thresholds": json.dumps(limits),
+            "failures": "; ".join(failures) or "none",
+        },
+    )
 
 
 @dg.asset(
@@ -23,13 +56,22 @@ class EvaluationCheckConfig(dg.Config):
     owners=[OWNER],
     kinds={"python", "json"},
     deps=[REGRESSIONS_TABLE],
+    check_specs=[
+        dg.AssetCheckSpec(
+            CHECK_NAME,
+            asset="detection_evaluation",
+            description="Recall and precision at or above the thresholds of the labels' scenario (docs/evaluation.md).",
+        )
+    ],
     description=(
         "Precision, recall and F1 (Wilson 95% intervals) per kind, per magnitude and overall, delay, false alarms "
         "per 1,000 series-days, factor, cause and mix attribution accuracy of the incident groups of `regressions` "
         "against landing/labels.json (docs/evaluation.md); written to reports/evaluation.json."
     ),
 )
-def detection_evaluation(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
+def detection_evaluation(
+    context: dg.AssetExecutionContext, config: EvaluationConfig, perfwh: PerfwhHome
+) -> dg.MaterializeResult:
     home = perfwh.home()
     result = evaluate_home(home)
     home.reports_dir.mkdir(parents=True, exist_ok=True)
@@ -47,32 +89,4 @@ def detection_evaluation(context: dg.AssetExecutionContext, perfwh: PerfwhHome) 
     for name in ("recall", "precision"):
         if result[name] is not None:
             metadata[name] = dg.MetadataValue.float(result[name])
-    return dg.MaterializeResult(metadata=metadata)
-
-
-@dg.asset_check(asset="detection_evaluation", description="Recall and precision at or above the scenario's thresholds.")
-def evaluation_meets_thresholds(perfwh: PerfwhHome, config: EvaluationCheckConfig) -> dg.AssetCheckResult:
-    path = perfwh.home().reports_dir / "evaluation.json"
-    result = json.loads(path.read_text()) if path.exists() else {}
-    scenario = result.get("scenario")
-    limits = config.thresholds.get(str(scenario))
-    if not limits:
-        return dg.AssetCheckResult(
-            passed=True, metadata={"checked": False, "reason": f"no thresholds for scenario {scenario!r}"}
-        )
-    failures = []
-    for name in ("recall", "precision"):
-        floor = limits.get(f"min_{name}")
-        value = result.get(name)
-        if floor is not None and (value is None or value < floor):
-            failures.append(f"{name} {value} < {floor}")
-    return dg.AssetCheckResult(
-        passed=not failures,
-        metadata={
-            "checked": True,
-            "recall": result.get("recall"),
-            "precision": result.get("precision"),
-            "thresholds": json.dumps(limits),
-            "failures": "; ".join(failures) or "none",
-        },
-    )
+    return dg.MaterializeResult(metadata=metadata, check_results=[threshold_check(result, dict(config.thresholds))])
