@@ -38,8 +38,10 @@ class DetectionConfig(dg.Config):
         "Change points in goodput and its spine factors per cluster and for the fleet, each with pooled "
         "before/after levels (numerator and denominator), relative effect, 95% bootstrap CI, "
         "scan-corrected permutation p-value, Benjamini-Hochberg q-value, verdict (confirmed or provisional), "
-        "the factor that moved (log contributions), coinciding rollouts and the same change on peers "
-        "(difference in differences)."
+        "the factor that moved (log contributions), coinciding rollouts, the same change on peers "
+        "(difference in differences) and ranked cause candidates (node dimensions that changed on the entity's "
+        "nodes only, each with a peer diff-in-diff and its 95% interval). Also writes `detection_runs` "
+        "(series tested x days: the series-days of the evaluation)."
     ),
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
