@@ -175,6 +175,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score the published warehouse's regressions against labels (docs/evaluation.md)."""
+    from perf_assets.lib.evaluation import evaluate_home, table_markdown
+
+    home = _home(args)
+    labels = Path(args.labels) if args.labels else home.labels_file
+    if not labels.exists():
+        print(f"perfwh evaluate: error: no labels at {labels} (--labels PATH)", file=sys.stderr)
+        return 2
+    if not home.published_db.exists():
+        print(
+            f"perfwh evaluate: error: no published warehouse at {home.published_db} (run perfwh build)", file=sys.stderr
+        )
+        return 2
+    result = evaluate_home(home, labels)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(
+            f"Evaluation of {home.published_db} against {labels} (scenario {result.get('scenario')}, seed {result.get('seed')})"
+        )
+        print(table_markdown(result))
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -404,6 +429,12 @@ def parser() -> argparse.ArgumentParser:
         "--better", choices=["higher", "lower"], help="adds kind: improvement or regression to each change"
     )
     command("report", "print (and write reports/summary.txt) goodput, factors, regressions and evaluation", cmd_report)
+
+    evaluate = command(
+        "evaluate", "score the published warehouse's detections against labels (docs/evaluation.md)", cmd_evaluate
+    )
+    evaluate.add_argument("--labels", help="labels.json (default: landing/labels.json under the data dir)")
+    evaluate.add_argument("--json", action="store_true", help="print the whole evaluation as JSON")
 
     sql = command("sql", "query the published read-only warehouse (no query: an interactive prompt)", cmd_sql)
     sql.add_argument("query", nargs="?", help="one SQL statement")

@@ -125,6 +125,43 @@ def test_goodput_and_its_factor_are_one_incident_and_improvements_do_not_page():
     }
 
 
+def test_a_rollout_across_grains_is_one_alert_keyed_by_its_group_root(tmp_path):
+    """Cluster, node, GPU and fleet changes of one rollout: one alert on the cluster, the rest its children."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(
+        pd.DataFrame(
+            [
+                {"cluster": "alpha", "node": "alpha-n01", "gpu_uuid": "GPU-a1"},
+                {"cluster": "alpha", "node": "alpha-n02", "gpu_uuid": "GPU-a2"},
+                {"cluster": "beta", "node": "beta-n01", "gpu_uuid": "GPU-b1"},
+            ]
+        )
+    )
+    rows = frame(
+        regression("2026-11-09"),
+        regression("2026-11-09", metric="program_goodput"),
+        regression("2026-11-08", entity="alpha-n01", grain="node"),
+        regression("2026-11-10", entity="GPU-a2", grain="gpu", metric="sm_clock"),
+        regression("2026-11-09", entity="fleet", grain="fleet", effect=-0.05),
+        regression("2026-11-09", entity="beta-n01", grain="node"),  # another cluster: another incident
+    )
+    incidents = build_incidents(rows, topology)
+    assert [(i["grain"], i["entity_id"], len(i["children"])) for i in incidents] == [
+        ("cluster", "alpha", 3),
+        ("node", "beta-n01", 0),
+    ]
+    alpha = incidents[0]
+    assert set(alpha["metrics"]) == {"goodput", "program_goodput"} and len(alpha["regression_ids"]) == 5
+    first = upsert_incidents(tmp_path, incidents, now=NOW)
+    # the next run: a child's change point moved a day; the group (root alpha) is the same alert, updated
+    moved = rows.copy()
+    moved.loc[2, "change_date"] = date(2026, 11, 9)
+    again = upsert_incidents(tmp_path, build_incidents(moved, topology), now=NOW)
+    assert len(first.opened) == 2 and again.opened == [] and len(again.updated) == 1
+    assert len(read_alerts(tmp_path)) == 2
+
+
 def test_a_change_point_that_moves_by_up_to_two_days_does_not_realert(tmp_path):
     first = upsert(tmp_path, regression("2026-11-09"))
     assert len(first.opened) == 1

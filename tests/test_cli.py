@@ -10,7 +10,7 @@ import pytest
 
 from perf_assets.cli import parser
 
-COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql", "alerts", "probe"]
+COMMANDS = ["simulate", "ingest", "reingest", "build", "detect", "report", "sql", "alerts", "probe", "evaluate"]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -113,6 +113,19 @@ def test_report_prints_goodput_factors_regressions_and_score(demo_home):
     assert "regression: program_goodput of cluster alpha from 2026-11-08" in text
     assert "95% CI" in text and "recall 1.00" in text
     assert (demo_home.reports_dir / "summary.txt").read_text().strip() == text.strip()
+
+
+def test_evaluate_prints_the_table_and_json_from_the_published_warehouse(demo_home, tmp_path):
+    import json
+
+    result = run_cli("evaluate", "--data-dir", str(demo_home.root))
+    assert result.returncode == 0, result.stderr
+    assert "| **overall** | 1 | 1 |" in result.stdout and "false alarms per" not in result.stderr
+    report = json.loads(run_cli("evaluate", "--json", "--data-dir", str(demo_home.root)).stdout)
+    assert report["scenario"] == "demo" and report["recall"] == 1.0
+    assert report["false_alarms"]["series_days"] > 0
+    missing = run_cli("evaluate", "--labels", str(tmp_path / "none.json"), "--data-dir", str(demo_home.root))
+    assert missing.returncode == 2 and "no labels" in missing.stderr
 
 
 def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):

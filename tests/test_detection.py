@@ -154,6 +154,6 @@ def test_evaluation_counts_detected_labels_and_unexplained_regressions():
 
     score = evaluate(found, [label, wrong])
 
-    assert (score.labels, score.detected_labels, score.recall) == (2, 1, 0.5)
-    assert score.precision == 1.0 and score.factor_correct == 1 and score.rollout_correct == 1
-    assert evaluate(found, []).recall is None  # no labels: unknown, not zero
+    assert (score["labels"], score["detected_labels"], score["recall"]) == (2, 1, 0.5)
+    assert score["precision"] == 1.0 and score["factor_correct"] == 1 and score["rollout_correct"] == 1
+    assert evaluate(found, [])["recall"] is None  # no labels: unknown, not zero

@@ -30,6 +30,8 @@ import yaml
 from filelock import FileLock
 
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
+from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.topology import Topology
 
 EVENTS_FILE = "events.jsonl"
 LOCK_FILE = ".store.lock"
@@ -216,8 +218,27 @@ def _day(value: Any) -> date:
     return date.fromisoformat(str(value)[:10])
 
 
-def build_incidents(regressions: pd.DataFrame) -> list[dict]:
-    """Regressions grouped into incidents: (grain, entity, metric group, kind), change days chained ± 2 days.
+def _metric_evidence(row: dict) -> dict:
+    return {
+        name: _num(row.get(name))
+        for name in ("before_level", "after_level", "relative_effect", "ci_low", "ci_high", "p_value", "q_value")
+        if name in row
+    } | {
+        "change_date": row["_day"].isoformat(),
+        "before_start_date": _day(row["before_start_date"]).isoformat(),
+        "after_end_date": _day(row["after_end_date"]).isoformat(),
+    }
+
+
+def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None) -> list[dict]:
+    """Regressions grouped into incidents, one per incident group (perf_assets/lib/grouping.py): same
+    direction, change days chained ± 2 days, nested scopes across grains and metrics. The group's root
+    row gives the incident its grain, entity, metric group and change day (the dedup key); the root
+    entity's rows are its `metrics`, every other row of the group is one of its `children`.
+
+    Without a topology (or with cluster and fleet rows only) this is the former grouping per entity and
+    metric group, except that a fleet change within ± 2 days of a cluster change of the same direction
+    is a child of that cluster's incident instead of an alert of its own.
 
     Improvements do not page. A provisional change (too few days after it to be confirmed) does
     page, marked `provisional`, because waiting for confirmation would delay every alert by the
@@ -228,57 +249,47 @@ def build_incidents(regressions: pd.DataFrame) -> list[dict]:
     found = regressions[regressions["change_kind"] == "regression"].copy()
     if found.empty:
         return []
-    found["_group"] = found["metric"].map(metric_group)
+    found = found.reset_index(drop=True)
     found["_day"] = found["change_date"].map(_day)
+    found = found.join(group_regressions(found, topology))
     incidents = []
-    for (grain, entity, group, kind), rows in found.groupby(["grain", "entity_id", "_group", "change_kind"], sort=True):
-        rows = rows.sort_values("_day")
-        chains: list[list[dict]] = []
-        for row in rows.to_dict("records"):
-            if chains and (row["_day"] - chains[-1][-1]["_day"]).days <= DEDUP_WINDOW_DAYS:
-                chains[-1].append(row)
-            else:
-                chains.append([row])
-        for chain in chains:
-            ranked = sorted(chain, key=lambda row: (row.get("p_value") is None, row.get("p_value") or 0.0))
-            headline = next((row for row in ranked if row["metric"] == group), ranked[0])
-            incidents.append(
-                {
-                    "grain": str(grain),
-                    "entity_id": str(entity),
-                    "metric_group": group,
-                    "direction": kind,
-                    "change_date": headline["_day"].isoformat(),
-                    "headline_metric": headline["metric"],
-                    "summary": describe_regression(headline),
-                    "regression_ids": sorted(str(row["regression_id"]) for row in chain),
-                    "metrics": {
-                        row["metric"]: {
-                            name: _num(row.get(name))
-                            for name in (
-                                "before_level",
-                                "after_level",
-                                "relative_effect",
-                                "ci_low",
-                                "ci_high",
-                                "p_value",
-                                "q_value",
-                            )
-                            if name in row
-                        }
-                        | {
-                            "change_date": row["_day"].isoformat(),
-                            "before_start_date": _day(row["before_start_date"]).isoformat(),
-                            "after_end_date": _day(row["after_end_date"]).isoformat(),
-                        }
-                        for row in chain
-                    },
-                    "verdict": str(headline.get("verdict") or "confirmed"),
-                    "top_factor": headline.get("top_factor"),
-                    "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
-                }
-            )
-    return incidents
+    for group_id, rows in found.groupby("group_id", sort=False):
+        records = rows.sort_values(["_day", "regression_id"]).to_dict("records")
+        headline = next(row for row in records if row["is_root"])
+        root_rows = [
+            row for row in records if (row["grain"], row["entity_id"]) == (headline["grain"], headline["entity_id"])
+        ]
+        children = [row for row in records if row not in root_rows]
+        cause = json.loads(headline.get("cause_candidates") or "[]") if "cause_candidates" in headline else []
+        incidents.append(
+            {
+                "grain": str(headline["grain"]),
+                "entity_id": str(headline["entity_id"]),
+                "metric_group": metric_group(headline["metric"]),
+                "direction": str(headline["change_kind"]),
+                "change_date": headline["_day"].isoformat(),
+                "headline_metric": headline["metric"],
+                "summary": describe_regression(headline),
+                "group_id": str(group_id),
+                "regression_ids": sorted(str(row["regression_id"]) for row in records),
+                "metrics": {row["metric"]: _metric_evidence(row) for row in root_rows},
+                "children": [
+                    {
+                        "regression_id": str(row["regression_id"]),
+                        "grain": str(row["grain"]),
+                        "entity_id": str(row["entity_id"]),
+                        "metric": row["metric"],
+                    }
+                    | _metric_evidence(row)
+                    for row in children
+                ],
+                "verdict": str(headline.get("verdict") or "confirmed"),
+                "top_factor": headline.get("top_factor"),
+                "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
+                "top_cause": cause[0] if cause else None,
+            }
+        )
+    return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
 
 
 # --------------------------------------------------------------------------- severity
@@ -558,6 +569,8 @@ EVIDENCE_FIELDS = (
     "verdict",
     "top_factor",
     "coinciding_changes",
+    "children",
+    "top_cause",
 )
 
 

@@ -61,6 +61,10 @@ REGRESSION_SCHEMA = {
     "peer_relative_effect": "double",
     "did_relative_effect": "double",
     "detected_at": "timestamptz",
+    # cause ranking (perf_assets/lib/causes.py): appended columns
+    "cause_candidates": "varchar",  # JSON list of {dimension, value, from, to, nodes, did_effect, did_ci, ...}
+    "top_cause_dimension": "varchar",
+    "top_cause_value": "varchar",
 }
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
 
@@ -194,6 +198,7 @@ def detect_regressions(
     cluster_nodes: dict[str, list[str]],
     config: DetectorConfig = DetectorConfig(),
     detected_at: datetime | None = None,
+    inventory: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Change points on every goodput and spine-factor series, with their evidence and attribution.
 
@@ -290,6 +295,17 @@ def detect_regressions(
         },
         too_short=too_short,
     )
+    # ---- cause ranking hook (perf_assets/lib/causes.py; owner: attribution/evaluation) ----------------
+    from perf_assets.lib.causes import dimension_changes, rank_causes
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(inventory) if inventory is not None else Topology.from_cluster_nodes(cluster_nodes)
+    ranked = rank_causes(found, dimension_changes(node_software, inventory), topology, metric_tree)
+    for column in ranked.columns:
+        found[column] = ranked[column]
+    found.attrs["days"] = len(batch.dates)
+    found.attrs["series_days"] = found.attrs["series"]["tested"] * len(batch.dates)
+    # ---- end of cause ranking hook ---------------------------------------------------------------------
     return found
 
 

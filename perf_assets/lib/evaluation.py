@@ -1,41 +1,31 @@
-"""Score detection and attribution against the simulator's labeled incidents (labels.json)."""
+"""Score detection and attribution against the simulator's labeled incidents (labels.json).
+
+The protocol is docs/evaluation.md. In short: the rows of `regressions` are grouped into incident
+groups (perf_assets/lib/grouping.py); a group matches a real (non-decoy) label when one of its rows'
+scope overlaps the label's scope and that row's change day is within 2 days of the label's start;
+one group matches at most one label and one label at most one group (greedy, nearest day first);
+every group that matches no label is a false alarm. Unknown is never zero: a figure without a
+denominator is null with a reason.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 import pandas as pd
 
-MATCH_WINDOW = timedelta(days=1)
+from perf_assets.lib.causes import CANDIDATE_DIMENSIONS
+from perf_assets.lib.detection import SPINE_FACTORS
+from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.topology import Topology
 
-
-@dataclass(frozen=True)
-class Evaluation:
-    labels: int
-    detected_labels: int
-    recall: float | None
-    cluster_regressions: int
-    explained_regressions: int
-    precision: float | None
-    factor_correct: int
-    rollout_correct: int
-    matches: list[dict]
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def line(self) -> str:
-        def fmt(value: float | None) -> str:
-            return "n/a" if value is None else f"{value:.2f}"
-
-        return (
-            f"recall {fmt(self.recall)} ({self.detected_labels}/{self.labels} incidents), "
-            f"precision {fmt(self.precision)} ({self.explained_regressions}/{self.cluster_regressions} cluster regressions), "
-            f"factor attribution {self.factor_correct}/{self.detected_labels}, rollout attribution {self.rollout_correct}/{self.detected_labels}"
-        )
+MATCH_DAYS = 2
+Z95 = 1.959963984540054
+MAGNITUDE_BUCKETS = ((0.05, "<5%"), (0.10, "5-10%"), (math.inf, ">=10%"))
 
 
 def load_labels(path: Path) -> list[dict]:
@@ -44,66 +34,503 @@ def load_labels(path: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8")).get("incidents", [])
 
 
-def _near(change_date: object, label_start: str) -> bool:
-    start = date.fromisoformat(label_start[:10])
-    changed = pd.Timestamp(change_date).date()
-    return abs(changed - start) <= MATCH_WINDOW
+def load_label_file(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _clusters(label: dict) -> list[str]:
-    """The clusters a label's incident acts on: its scope's (a mix shift moves several), else its own."""
-    return (label.get("scope") or {}).get("clusters") or [label["cluster"]]
+def wilson(successes: int, n: int, z: float = Z95) -> list[float] | None:
+    """Wilson score interval of successes/n (None when n = 0: no denominator)."""
+    if n <= 0:
+        return None
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
-def evaluate(regressions: pd.DataFrame, labels: list[dict]) -> Evaluation:
-    """A label is detected when a cluster regression of its entity starts within a day of it on
-    its factor or on goodput; a regression is explained when some label of its entity (or with the
-    entity among its scope's clusters) is that near.
-    Decoys (`decoy: true`: noise, diurnal swings, null rollouts, maintenance) must not alert: they are
-    not counted as labels to find, and a regression near one alone is unexplained."""
-    cluster = regressions[(regressions["grain"] == "cluster") & (regressions["change_kind"] == "regression")]
-    labels = [label for label in labels if not label.get("decoy")]
-    matches = []
-    for label in labels:
-        candidates = cluster[
-            (cluster["entity_id"] == label["cluster"])
-            & cluster["metric"].isin([label["factor"], "goodput"])
-            & cluster["change_date"].map(lambda value, start=label["start"]: _near(value, start))
+def proportion(successes: int, n: int, reason: str) -> dict:
+    if n <= 0:
+        return {"value": None, "successes": successes, "n": n, "ci95": None, "reason": reason}
+    return {"value": successes / n, "successes": successes, "n": n, "ci95": wilson(successes, n)}
+
+
+def f1(precision: dict, recall: dict) -> dict:
+    p, r = precision["value"], recall["value"]
+    if p is None or r is None:
+        return {"value": None, "ci95": None, "reason": "precision or recall has no denominator"}
+    value = 0.0 if p + r == 0 else 2 * p * r / (p + r)
+    return {"value": value, "ci95": None, "reason_ci": "F1 is not a binomial proportion: no Wilson interval"}
+
+
+def _day(value: object) -> date:
+    return pd.Timestamp(value).date() if not isinstance(value, date) else value
+
+
+def _label_day(text: str | None) -> date | None:
+    return date.fromisoformat(text[:10]) if text else None
+
+
+def magnitude_bucket(label: dict) -> str:
+    if label.get("decoy"):
+        return "decoy"
+    change = label.get("expected_relative_change")
+    if change is None:
+        return "unknown"
+    size = abs(float(change))
+    return next(name for limit, name in MAGNITUDE_BUCKETS if size < limit)
+
+
+def _scope(label: dict) -> tuple[set[str], set[str], set[str]]:
+    scope = label.get("scope") or {}
+    clusters = set(scope.get("clusters") or ([label["cluster"]] if label.get("cluster") else []))
+    nodes = set(scope.get("nodes") or label.get("nodes") or [])
+    gpus = set(scope.get("gpus") or [])
+    return clusters, nodes, gpus
+
+
+def overlaps(grain: str, entity: str, label: dict, topology: Topology) -> bool:
+    """Does a detected entity's scope overlap the label's? A fleet row overlaps only a fleet-grain label
+    (the fleet contains everything: it would overlap every label)."""
+    clusters, nodes, gpus = _scope(label)
+    if grain == "fleet":
+        return label.get("grain") == "fleet"
+    if grain == "cluster":
+        return entity in clusters
+    if grain == "rack":
+        rack_nodes = topology.nodes_of("rack", entity)
+        return bool(rack_nodes & nodes) if nodes else topology.cluster_of("rack", entity) in clusters
+    if grain == "node":
+        return entity in nodes if nodes else topology.node_cluster.get(entity) in clusters
+    if grain == "gpu":
+        if gpus:
+            return entity in gpus
+        node = topology.gpu_node.get(entity)
+        return node in nodes if nodes else topology.node_cluster.get(node) in clusters
+    return False
+
+
+@dataclass
+class Group:
+    group_id: str
+    direction: str
+    root: dict
+    rows: list[dict]
+
+    @property
+    def change_date(self) -> date:
+        return self.root["_day"]
+
+    def top_factor(self) -> str | None:
+        root_rows = [
+            r for r in self.rows if (r["grain"], r["entity_id"]) == (self.root["grain"], self.root["entity_id"])
         ]
-        if candidates.empty:
-            matches.append({"incident_id": label["incident_id"], "detected": False})
+        goodput = [r for r in root_rows if r["metric"] == "goodput" and r.get("top_factor")]
+        if goodput:
+            return goodput[0]["top_factor"]
+        if self.root["metric"] in SPINE_FACTORS:
+            return self.root["metric"]
+        return self.root.get("top_factor")
+
+    def top_cause(self) -> dict | None:
+        ordered = [self.root] + sorted(
+            (r for r in self.rows if r is not self.root),
+            key=lambda r: (r.get("p_value") is None, r.get("p_value") or 0),
+        )
+        for row in ordered:
+            candidates = json.loads(row.get("cause_candidates") or "[]") if row.get("cause_candidates") else []
+            if candidates:
+                top = dict(candidates[0])
+                top["tied"] = len(candidates) > 1 and candidates[1].get("did_effect") == top.get("did_effect")
+                return top
+        return None
+
+    def candidates(self) -> list[dict]:
+        out = []
+        for row in self.rows:
+            out.extend(json.loads(row.get("cause_candidates") or "[]") if row.get("cause_candidates") else [])
+        return out
+
+    def summary(self) -> dict:
+        return {
+            "group_id": self.group_id,
+            "direction": self.direction,
+            "root": f"{self.root['grain']}/{self.root['entity_id']}/{self.root['metric']}",
+            "change_date": self.change_date.isoformat(),
+            "rows": len(self.rows),
+        }
+
+
+def detected_groups(regressions: pd.DataFrame, topology: Topology) -> list[Group]:
+    if regressions.empty:
+        return []
+    frame = regressions.reset_index(drop=True)
+    grouped = frame.join(group_regressions(frame, topology))
+    groups = []
+    for group_id, part in grouped.groupby("group_id", sort=False):
+        rows = part.to_dict("records")
+        for row in rows:
+            row["_day"] = _day(row["change_date"])
+        root = next(row for row in rows if row["is_root"])
+        groups.append(Group(str(group_id), str(root["change_kind"]), root, rows))
+    return sorted(groups, key=lambda g: (g.change_date, g.group_id))
+
+
+def _same_value(found: object, expected: object) -> bool:
+    if isinstance(expected, list):
+        return any(_same_value(found, item) for item in expected)
+    try:
+        return math.isclose(float(found), float(expected))  # power_limit_w "600" vs 600
+    except (TypeError, ValueError):
+        return str(found) == str(expected)
+
+
+def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | None, str]:
+    """Whether the fleet change of a group is reported as a mix effect, from fct_attribution_mix_rate;
+    None when that cannot be assessed for this change."""
+    if mix_rate is None or mix_rate.empty:
+        return None, "fct_attribution_mix_rate not available"
+    fleet = [r for r in group.rows if r["grain"] == "fleet"]
+    if not fleet:
+        return None, "no fleet-grain change in the group"
+    rows = mix_rate[(mix_rate["metric"] == "goodput") & (mix_rate["segment_type"] == "sku")]
+    if rows.empty:
+        return None, "fct_attribution_mix_rate has no sku split of goodput"
+    first = rows.iloc[0]
+    p1_start = _day(first["period1_start"])
+    if abs((p1_start - fleet[0]["_day"]).days) > MATCH_DAYS:
+        return None, (
+            f"fct_attribution_mix_rate splits fixed periods (p1 from {p1_start}), "
+            f"not this change's windows (change {fleet[0]['_day']}): not assessed per change"
+        )
+    return abs(float(first["fleet_mix"])) > abs(float(first["fleet_rate"])), "fleet_mix vs fleet_rate of the sku split"
+
+
+def evaluate(
+    regressions: pd.DataFrame,
+    labels: list[dict],
+    topology: Topology | None = None,
+    series_days: int | None = None,
+    mix_rate: pd.DataFrame | None = None,
+    window_end: date | None = None,
+) -> dict:
+    """The evaluation report (docs/evaluation.md, "Output")."""
+    topology = topology or Topology()
+    groups = detected_groups(regressions, topology)
+    real = [label for label in labels if not label.get("decoy")]
+    decoys = [label for label in labels if label.get("decoy")]
+
+    pairs = []
+    for g_index, group in enumerate(groups):
+        for l_index, label in enumerate(real):
+            start = _label_day(label["start"])
+            near = [
+                (abs((row["_day"] - start).days), (row["_day"] - start).days, row)
+                for row in group.rows
+                if overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
+                and abs((row["_day"] - start).days) <= MATCH_DAYS
+            ]
+            if near:
+                distance, delay, row = min(near, key=lambda item: (item[0], item[1]))
+                pairs.append(
+                    (
+                        distance,
+                        start,
+                        group.change_date,
+                        group.group_id,
+                        label["incident_id"],
+                        g_index,
+                        l_index,
+                        delay,
+                        row,
+                    )
+                )
+    pairs.sort(key=lambda item: item[:5])
+    matched_groups: dict[int, tuple[int, int, dict]] = {}
+    matched_labels: set[int] = set()
+    for _, _, _, _, _, g_index, l_index, delay, row in pairs:
+        if g_index in matched_groups or l_index in matched_labels:
             continue
-        best = candidates.sort_values("p_value").iloc[0]
-        goodput_rows = candidates[candidates["metric"] == "goodput"]
-        factor = goodput_rows.iloc[0]["top_factor"] if not goodput_rows.empty else best["metric"]
-        rollouts = json.loads(best["coinciding_changes"] or "[]")
-        component = (label.get("cause") or {}).get("component")
-        matches.append(
-            {
-                "incident_id": label["incident_id"],
-                "detected": True,
-                "regression_id": best["regression_id"],
-                "detected_change_date": str(best["change_date"]),
-                "relative_effect": float(best["relative_effect"]),
-                "expected_relative_change": label.get("expected_relative_change"),
-                "factor_attributed": factor,
-                "factor_correct": factor == label["factor"],
-                "rollout_correct": component is not None and any(r["component"] == component for r in rollouts),
+        matched_groups[g_index] = (l_index, delay, row)
+        matched_labels.add(l_index)
+
+    # false alarms, attributed to the label (real or decoy) whose scope and window [start - 2 d, end + 2 d] hold
+    # them and whose start is nearest (a tie: the real label), else unattributed
+    false_alarms = []
+    for g_index, group in enumerate(groups):
+        if g_index in matched_groups:
+            continue
+        holders = []
+        for order, (label, role) in enumerate([(r, "label_window") for r in real] + [(d, "decoy") for d in decoys]):
+            start = _label_day(label["start"])
+            end = _label_day(label.get("end")) or window_end or date.max - timedelta(days=MATCH_DAYS + 1)
+            days = [
+                abs((row["_day"] - start).days)
+                for row in group.rows
+                if overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
+                and start - timedelta(days=MATCH_DAYS) <= row["_day"] <= end + timedelta(days=MATCH_DAYS)
+            ]
+            if days:
+                holders.append((min(days), role != "label_window", order, label, role))
+        attributed = min(holders, key=lambda item: item[:3])[3:] if holders else None
+        false_alarms.append(
+            group.summary()
+            | {
+                "attributed_to": attributed[0]["incident_id"] if attributed else None,
+                "attributed_kind": attributed[0].get("kind", "unknown") if attributed else None,
+                "why": attributed[1] if attributed else "no label or decoy in scope and window",
+                "_label": attributed[0] if attributed else None,
             }
         )
-    explained = sum(
-        any(row.entity_id in _clusters(label) and _near(row.change_date, label["start"]) for label in labels)
-        for row in cluster.itertuples()
+
+    matches, factor_ok, factor_n, cause_ok, cause_n, cause_ties, rollout_ok = [], 0, 0, 0, 0, 0, 0
+    cause_not_assessed, mix_items = [], []
+    for g_index, (l_index, delay, row) in sorted(matched_groups.items()):
+        group, label = groups[g_index], real[l_index]
+        factor = group.top_factor()
+        factor_correct = None
+        if label.get("factor"):
+            factor_n += 1
+            factor_correct = factor == label["factor"]
+            factor_ok += factor_correct
+        cause = group.top_cause()
+        expected = label.get("cause") or {}
+        cause_correct = None
+        if expected.get("dimension") in CANDIDATE_DIMENSIONS:
+            cause_n += 1
+            cause_correct = bool(
+                cause and cause["dimension"] == expected["dimension"] and _same_value(cause["value"], expected["value"])
+            )
+            cause_ok += cause_correct
+            cause_ties += bool(cause and cause.get("tied"))
+        elif expected:
+            cause_not_assessed.append(
+                {
+                    "incident_id": label["incident_id"],
+                    "reason": f"cause dimension {expected.get('dimension')!r} is not a candidate dimension",
+                }
+            )
+        component = expected.get("component") or expected.get("dimension")
+        rollout_correct = any(c.get("dimension") == component for c in group.candidates())
+        rollout_ok += rollout_correct
+        match = group.summary() | {
+            "incident_id": label["incident_id"],
+            "kind": label.get("kind", "unknown"),
+            "magnitude_bucket": magnitude_bucket(label),
+            "matched_row": f"{row['grain']}/{row['entity_id']}/{row['metric']}",
+            "delay_days": delay,
+            "direction_agrees": label.get("direction") == group.direction,
+            "top_factor": factor,
+            "factor_expected": label.get("factor"),
+            "factor_correct": factor_correct,
+            "top_cause": None
+            if cause is None
+            else {"dimension": cause["dimension"], "value": cause["value"], "tied": cause["tied"]},
+            "cause_expected": {"dimension": expected.get("dimension"), "value": expected.get("value")}
+            if expected
+            else None,
+            "cause_correct": cause_correct,
+        }
+        if label.get("attribution") == "mix":
+            reported, reason = _mix_reported(group, mix_rate)
+            match["mix_reported"] = reported
+            mix_items.append(
+                {
+                    "incident_id": label["incident_id"],
+                    "assessed": reported is not None,
+                    "correct": reported,
+                    "reason": reason,
+                }
+            )
+        matches.append(match)
+    for label in real:
+        if label.get("attribution") == "mix" and not any(m["incident_id"] == label["incident_id"] for m in matches):
+            mix_items.append(
+                {"incident_id": label["incident_id"], "assessed": False, "correct": None, "reason": "not detected"}
+            )
+
+    def block(label_filter) -> dict:
+        targets = [label for label in real if label_filter(label)]
+        tp_labels = sum(1 for i, label in enumerate(real) if label_filter(label) and i in matched_labels)
+        tp_groups = sum(1 for l_index, _, _ in matched_groups.values() if label_filter(real[l_index]))
+        fp = sum(1 for alarm in false_alarms if alarm["_label"] is not None and label_filter(alarm["_label"]))
+        precision = proportion(tp_groups, tp_groups + fp, "no detection attributed here")
+        recall = proportion(tp_labels, len(targets), "no labels (decoys are not targets)")
+        return {
+            "labels": len(targets),
+            "detected": tp_labels,
+            "false_alarms": fp,
+            "precision": precision,
+            "recall": recall,
+            "f1": f1(precision, recall),
+        }
+
+    kinds = sorted({label.get("kind", "unknown") for label in labels})
+    by_kind = {kind: block(lambda label, kind=kind: label.get("kind", "unknown") == kind) for kind in kinds}
+    for kind in kinds:
+        if all(label.get("decoy") for label in labels if label.get("kind", "unknown") == kind):
+            by_kind[kind]["decoy"] = True
+            by_kind[kind]["false_alarms"] = sum(1 for alarm in false_alarms if alarm["attributed_kind"] == kind)
+    buckets = sorted({magnitude_bucket(label) for label in labels})
+    by_magnitude = {bucket: block(lambda label, bucket=bucket: magnitude_bucket(label) == bucket) for bucket in buckets}
+    for bucket in buckets:
+        if bucket == "decoy":
+            by_magnitude[bucket]["false_alarms"] = sum(
+                1 for alarm in false_alarms if alarm["_label"] and alarm["_label"].get("decoy")
+            )
+
+    tp = len(matched_groups)
+    overall_precision = proportion(tp, len(groups), "no incident group detected")
+    overall_recall = proportion(len(matched_labels), len(real), "no labels")
+    delays = sorted(m["delay_days"] for m in matches)
+    fa_rate = {
+        "count": len(false_alarms),
+        "series_days": series_days,
+        "per_1000_series_days": None if not series_days else 1000 * len(false_alarms) / series_days,
+    }
+    if not series_days:
+        fa_rate["reason"] = "series-days unknown (no detection_runs row): no denominator"
+    mix_assessed = [item for item in mix_items if item["assessed"]]
+    for alarm in false_alarms:
+        alarm.pop("_label")
+    return {
+        "version": 2,
+        "protocol": "docs/evaluation.md",
+        "labels": len(real),
+        "decoys": len(decoys),
+        "groups": len(groups),
+        "true_positive_groups": tp,
+        "overall": {
+            "precision": overall_precision,
+            "recall": overall_recall,
+            "f1": f1(overall_precision, overall_recall),
+        },
+        "by_kind": by_kind,
+        "by_magnitude": by_magnitude,
+        "delay_days": {
+            "n": len(delays),
+            "median": float(pd.Series(delays).median()) if delays else None,
+            "max": max(delays) if delays else None,
+            "min": min(delays) if delays else None,
+            **({} if delays else {"reason": "no matched label"}),
+        },
+        "false_alarms": fa_rate,
+        "factor_accuracy": proportion(factor_ok, factor_n, "no matched label with a factor"),
+        "cause_accuracy": proportion(cause_ok, cause_n, "no matched label with a candidate-dimension cause")
+        | {"ties_at_top": cause_ties, "not_assessed": cause_not_assessed},
+        "mix_attribution": proportion(
+            sum(1 for item in mix_assessed if item["correct"]),
+            len(mix_assessed),
+            "no mix label could be assessed per change",
+        )
+        | {"items": mix_items},
+        "matches": matches,
+        "missed": [
+            {"incident_id": label["incident_id"], "kind": label.get("kind", "unknown"), "start": label["start"]}
+            for i, label in enumerate(real)
+            if i not in matched_labels
+        ],
+        "false_alarm_groups": false_alarms,
+        # former keys (report line, older readers)
+        "detected_labels": len(matched_labels),
+        "recall": overall_recall["value"],
+        "precision": overall_precision["value"],
+        "factor_correct": factor_ok,
+        "cause_correct": cause_ok,
+        "rollout_correct": rollout_ok,
+    }
+
+
+def _fmt(block: dict) -> str:
+    if block["value"] is None:
+        return "n/a"
+    ci = block.get("ci95")
+    return (
+        f"{block['value']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({block['successes']}/{block['n']})"
+        if ci
+        else f"{block['value']:.2f}"
     )
-    detected = [match for match in matches if match["detected"]]
-    return Evaluation(
-        labels=len(labels),
-        detected_labels=len(detected),
-        recall=len(detected) / len(labels) if labels else None,
-        cluster_regressions=len(cluster),
-        explained_regressions=explained,
-        precision=explained / len(cluster) if len(cluster) else None,
-        factor_correct=sum(match["factor_correct"] for match in detected),
-        rollout_correct=sum(match["rollout_correct"] for match in detected),
-        matches=matches,
+
+
+def table_markdown(report: dict) -> str:
+    """The evaluation as a markdown table (UI metadata and `perfwh evaluate`)."""
+    lines = [
+        "| slice | labels | detected | false alarms | precision [95% CI] | recall [95% CI] | F1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def row(name: str, block: dict) -> str:
+        value = block["f1"]["value"]
+        return (
+            f"| {name} | {block['labels']} | {block['detected']} | {block['false_alarms']} | {_fmt(block['precision'])} | "
+            f"{_fmt(block['recall'])} | {'n/a' if value is None else f'{value:.2f}'} |"
+        )
+
+    overall = report["overall"]
+    lines.append(
+        f"| **overall** | {report['labels']} | {report['detected_labels']} | {report['false_alarms']['count']} | "
+        f"{_fmt(overall['precision'])} | {_fmt(overall['recall'])} | "
+        f"{'n/a' if overall['f1']['value'] is None else format(overall['f1']['value'], '.2f')} |"
     )
+    lines.extend(row(f"kind {kind}", block) for kind, block in report["by_kind"].items())
+    lines.extend(row(f"magnitude {bucket}", block) for bucket, block in report["by_magnitude"].items())
+    delay, fa = report["delay_days"], report["false_alarms"]
+    lines += [
+        "",
+        f"- delay (days, change day − label start): median {delay['median']}, max {delay['max']} (n={delay['n']})",
+        f"- false alarms: {fa['count']} in {fa['series_days']} series-days = "
+        + (
+            "n/a (" + fa.get("reason", "") + ")"
+            if fa["per_1000_series_days"] is None
+            else f"{fa['per_1000_series_days']:.3f} per 1,000"
+        ),
+        f"- factor accuracy: {_fmt(report['factor_accuracy'])}",
+        f"- cause accuracy (top candidate): {_fmt(report['cause_accuracy'])}, ties at the top {report['cause_accuracy']['ties_at_top']}, "
+        f"not assessed {len(report['cause_accuracy']['not_assessed'])}",
+        f"- mix attribution: {_fmt(report['mix_attribution'])}"
+        + "".join(
+            f"; {item['incident_id']}: {item['reason']}"
+            for item in report["mix_attribution"]["items"]
+            if not item["assessed"]
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def line(report: dict) -> str:
+    overall = report["overall"]
+    return (
+        f"recall {_fmt(overall['recall'])}, precision {_fmt(overall['precision'])} over {report['groups']} incident groups, "
+        f"factor {_fmt(report['factor_accuracy'])}, cause {_fmt(report['cause_accuracy'])}"
+    )
+
+
+def _optional_frame(home, sql: str) -> pd.DataFrame | None:
+    from perf_assets.lib.warehouse import published_frame
+
+    try:
+        return published_frame(home, sql)
+    except Exception:  # noqa: BLE001 - a table this snapshot does not have: unknown, handled by the caller
+        return None
+
+
+def evaluate_home(home, labels_path: Path | None = None) -> dict:
+    """The evaluation of a data home's published warehouse against its labels (or `labels_path`)."""
+    from perf_assets.lib.contracts import REGRESSIONS_TABLE
+    from perf_assets.lib.topology import read_topology
+    from perf_assets.lib.warehouse import published_frame
+
+    label_file = load_label_file(labels_path or home.labels_file)
+    labels = label_file.get("incidents", [])
+    found = published_frame(home, f"select * from {REGRESSIONS_TABLE}")
+    runs = _optional_frame(home, "select series_days from detection_runs")
+    series_days = int(runs["series_days"].iloc[0]) if runs is not None and len(runs) else None
+    mix_rate = _optional_frame(home, "select * from fct_attribution_mix_rate")
+    window_end = None
+    if label_file.get("start") and label_file.get("days"):
+        window_end = date.fromisoformat(str(label_file["start"])[:10]) + timedelta(days=int(label_file["days"]) - 1)
+    topology = read_topology(lambda sql: published_frame(home, sql))
+    report = evaluate(found, labels, topology, series_days=series_days, mix_rate=mix_rate, window_end=window_end)
+    return {"scenario": label_file.get("scenario"), "seed": label_file.get("seed")} | report

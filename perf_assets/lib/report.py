@@ -67,14 +67,10 @@ def summary(home: DataHome) -> str:
     evaluation = home.reports_dir / "evaluation.json"
     if evaluation.exists():
         score = json.loads(evaluation.read_text())
-        if score["labels"]:
-            lines.append(
-                f"Evaluation against {score['labels']} labeled incident(s): recall {score['recall']:.2f}, "
-                f"precision {score['precision'] if score['precision'] is None else round(score['precision'], 2)} "
-                f"({score['explained_regressions']}/{score['cluster_regressions']} cluster regressions explained), "
-                f"factor attribution {score['factor_correct']}/{score['detected_labels']}, "
-                f"rollout attribution {score['rollout_correct']}/{score['detected_labels']}"
-            )
+        if score.get("labels"):
+            from perf_assets.lib.evaluation import line
+
+            lines.append(f"Evaluation against {score['labels']} labeled incident(s): " + line(score))
     lines.append(f"Alerts: {home.alerts_dir / 'alerts.jsonl'}")
     lines.append(f'Published warehouse (read-only): {home.published_db}  ->  perfwh sql "select * from fct_fleet_day"')
     lines.append(f"Reports: {home.reports_dir}")

@@ -15,6 +15,7 @@ from perf_assets.lib.alerts import (
 )
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
 from perf_assets.lib.paths import DataHome
+from perf_assets.lib.topology import read_topology
 from perf_assets.lib.warehouse import published_frame
 
 INSTALLED_SQL = """
@@ -57,7 +58,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
     now = datetime.now(timezone.utc)
     result = upsert_incidents(
         home.alerts_dir,
-        build_incidents(found),
+        build_incidents(found, read_topology(lambda sql: published_frame(home, sql))),
         config=config,
         annotations=load_annotations(home.root),
         tree=tree,

@@ -10,6 +10,8 @@ from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE, WRITER_POOL
 from perf_assets.lib.detection import REGRESSION_COLUMNS, describe_regression, detect_regressions, regressions_ddl
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
+DETECTION_RUNS_TABLE = "detection_runs"  # one row: the last run's series tested and days (series-days)
+
 
 class DetectionConfig(dg.Config):
     """Detector knobs (see perf_assets/lib/changepoint.py); defaults suit daily series of 2-8 weeks."""
@@ -36,8 +38,10 @@ class DetectionConfig(dg.Config):
         "Change points in goodput and its spine factors per cluster and for the fleet, each with pooled "
         "before/after levels (numerator and denominator), relative effect, 95% bootstrap CI, "
         "scan-corrected permutation p-value, Benjamini-Hochberg q-value, verdict (confirmed or provisional), "
-        "the factor that moved (log contributions), coinciding rollouts and the same change on peers "
-        "(difference in differences)."
+        "the factor that moved (log contributions), coinciding rollouts, the same change on peers "
+        "(difference in differences) and ranked cause candidates (node dimensions that changed on the entity's "
+        "nodes only, each with a peer diff-in-diff and its 95% interval). Also writes `detection_runs` "
+        "(series tested x days: the series-days of the evaluation)."
     ),
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
@@ -58,15 +62,30 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         try:
             metric_tree = connection.execute("select * from metric_tree_daily").df()
             node_software = connection.execute("select * from staging.stg_node_software__versions").df()
-            inventory = connection.execute("select distinct cluster, node from staging.stg_inventory__gpus").df()
-            cluster_nodes = inventory.groupby("cluster")["node"].apply(sorted).to_dict()
-            found = detect_regressions(metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc))
+            inventory = connection.execute("select * from staging.stg_inventory__gpus").df()
+            cluster_nodes = inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict()
+            found = detect_regressions(
+                metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc), inventory=inventory
+            )
             connection.register("found", found)
             connection.execute(regressions_ddl(f"main.{REGRESSIONS_TABLE}"))
             connection.execute(
                 f"insert into main.{REGRESSIONS_TABLE} select {', '.join(REGRESSION_COLUMNS)} from found"
             )
             connection.unregister("found")
+            series = found.attrs.get("series", {})
+            connection.execute(
+                f"create or replace table main.{DETECTION_RUNS_TABLE} as select ?::timestamptz as detected_at, "
+                "?::integer as series_tested, ?::integer as series_too_short, ?::integer as days, "
+                "?::bigint as series_days",
+                [
+                    datetime.now(timezone.utc),
+                    int(series.get("tested", 0)),
+                    int(series.get("too_short", 0)),
+                    int(found.attrs.get("days", 0)),
+                    int(found.attrs.get("series_days", 0)),
+                ],
+            )
         finally:
             connection.close()
         publish_snapshot(home)
@@ -87,6 +106,8 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             "provisional": dg.MetadataValue.int(int((found["verdict"] == "provisional").sum())),
             "series_tested": dg.MetadataValue.int(int(series.get("tested", 0))),
             "series_too_short": dg.MetadataValue.int(int(series.get("too_short", 0))),
+            "days": dg.MetadataValue.int(int(found.attrs.get("days", 0))),
+            "series_days": dg.MetadataValue.int(int(found.attrs.get("series_days", 0))),
             "summary": dg.MetadataValue.md(
                 "\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"
             ),

@@ -1,0 +1,127 @@
+"""One incident, one group: the changes an incident causes across grains and metrics, grouped.
+
+Rows of `regressions` (any grain: fleet, cluster, rack, node, gpu; any metric: goodput, its factors,
+companions) belong to one group when they are linked by a chain of pairs that each have
+
+* the same direction (`change_kind`: regression or improvement),
+* change days within ± 2 days (``GROUP_WINDOW_DAYS``), and
+* nested scopes: one entity inside the other (a node in its cluster, a GPU in its node, the same entity
+  with another metric), by the inventory topology.
+
+The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
+one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
+the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
+absolute relative effect, or stays a group of its own when there is none.
+
+Root (the row that heads the group and its alert): the broadest entity below the fleet in the group,
+because a broad change whose narrower children changed the same way is explained by them and is what an
+owner acts on (a rollout on two nodes of h100: the h100 cluster, children the nodes; the fleet row a
+child too). A fleet row is the root only of a group without narrower rows. When the row that would be
+root is marked a mix effect (column `attribution` = 'mix', when a producer sets it), its change is a
+composition effect and not explained by its children: the root is then the most specific entity of the
+group instead. Within the root entity the headline metric is goodput when it moved, else the row with the
+smallest p-value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date, datetime
+
+import pandas as pd
+
+from perf_assets.lib.topology import GRAIN_RANK, Topology
+
+GROUP_WINDOW_DAYS = 2
+GROUP_COLUMNS = ["group_id", "root_regression_id", "is_root", "children"]
+
+
+def _day(value: object) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+def _headline(rows: list[dict]) -> dict:
+    goodput = [row for row in rows if row["metric"] == "goodput"]
+    pool = goodput or rows
+    return min(pool, key=lambda row: (row.get("p_value") is None, row.get("p_value") or 0.0, row["regression_id"]))
+
+
+def group_regressions(regressions: pd.DataFrame, topology: Topology | None = None) -> pd.DataFrame:
+    """Per row of `regressions` (same index): group_id, root_regression_id, is_root, children (the
+    group's other regression ids, sorted). Needs regression_id, grain, entity_id, metric, change_date,
+    change_kind; uses p_value, relative_effect and attribution when present."""
+    if regressions.empty:
+        return pd.DataFrame(columns=GROUP_COLUMNS, index=regressions.index)
+    topology = topology or Topology()
+    rows = regressions.to_dict("records")
+    index = list(regressions.index)
+    for position, row in enumerate(rows):
+        row["_pos"] = position
+        row["_day"] = _day(row["change_date"])
+    parent = list(range(len(rows)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def near(a: dict, b: dict) -> bool:
+        return a["change_kind"] == b["change_kind"] and abs((a["_day"] - b["_day"]).days) <= GROUP_WINDOW_DAYS
+
+    def nested(a: dict, b: dict) -> bool:
+        sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
+        return topology.contains(sa, sb) or topology.contains(sb, sa)
+
+    local = [row for row in rows if row["grain"] != "fleet"]
+    for i, a in enumerate(local):
+        for b in local[i + 1 :]:
+            if near(a, b) and nested(a, b):
+                parent[find(a["_pos"])] = find(b["_pos"])
+    fleet = [row for row in rows if row["grain"] == "fleet"]
+    for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
+        for b in fleet[i + 1 :]:
+            if near(a, b):
+                parent[find(a["_pos"])] = find(b["_pos"])
+    fleet_roots = {find(row["_pos"]) for row in fleet}
+    for root in sorted(fleet_roots):
+        members = [row for row in fleet if find(row["_pos"]) == root]
+        scores: dict[int, float] = {}
+        for row in local:
+            if any(near(row, member) for member in members):
+                effect = abs(float(row.get("relative_effect") or 0.0))
+                key = find(row["_pos"])
+                scores[key] = max(scores.get(key, 0.0), effect)
+        if scores:
+            target = max(sorted(scores), key=lambda key: scores[key])
+            parent[find(root)] = target
+    groups: dict[int, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(find(row["_pos"]), []).append(row)
+    out = {}
+    for members in groups.values():
+        ids = sorted(str(row["regression_id"]) for row in members)
+        group_id = hashlib.sha256("|".join(ids).encode()).hexdigest()[:12]
+        below_fleet = [row for row in members if row["grain"] != "fleet"] or members
+        broadest = min(GRAIN_RANK.get(str(row["grain"]), 9) for row in below_fleet)
+        candidates = [row for row in below_fleet if GRAIN_RANK.get(str(row["grain"]), 9) == broadest]
+        root = _headline(candidates)
+        if str(root.get("attribution") or "") == "mix":
+            finest = max(GRAIN_RANK.get(str(row["grain"]), 9) for row in members)
+            root = _headline([row for row in members if GRAIN_RANK.get(str(row["grain"]), 9) == finest])
+        root_entity = (root["grain"], root["entity_id"])
+        root_rows = [row for row in members if (row["grain"], row["entity_id"]) == root_entity]
+        root = _headline(root_rows) if str(root.get("attribution") or "") != "mix" else root
+        root_id = str(root["regression_id"])
+        for row in members:
+            out[index[row["_pos"]]] = (
+                group_id,
+                root_id,
+                str(row["regression_id"]) == root_id,
+                [other for other in ids if other != root_id],
+            )
+    return pd.DataFrame([out[i] for i in index], columns=GROUP_COLUMNS, index=regressions.index)

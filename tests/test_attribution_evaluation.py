@@ -1,0 +1,345 @@
+"""Cause ranking, hierarchical grouping and the evaluation protocol on literal frames and labels."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perf_assets.lib.alerts import build_incidents
+from perf_assets.lib.causes import cause_candidates, dimension_changes, rank_causes
+from perf_assets.lib.detection import REGRESSION_COLUMNS
+from perf_assets.lib.evaluation import evaluate, wilson
+from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.topology import Topology
+
+START = date(2026, 10, 1)
+TOPOLOGY = Topology.from_frame(
+    pd.DataFrame(
+        [
+            {
+                "cluster": cluster,
+                "node": f"{cluster}-n{i}",
+                "rack": f"{cluster}-r{(i + 1) // 2}",
+                "gpu_uuid": f"GPU-{cluster}-{i}",
+            }
+            for cluster in ("h100", "a100")
+            for i in range(1, 5)
+        ]
+    )
+)
+
+
+def row(
+    entity: str = "h100",
+    grain: str = "cluster",
+    metric: str = "goodput",
+    day: int = 10,
+    kind: str = "regression",
+    effect: float = -0.1,
+    p: float = 0.001,
+    **extra,
+) -> dict:
+    change = START + timedelta(days=day)
+    out = {column: None for column in REGRESSION_COLUMNS}
+    out |= {
+        "regression_id": f"{grain}-{entity}-{metric}-{day}-{kind}",
+        "metric": metric,
+        "grain": grain,
+        "entity_id": entity,
+        "change_date": change,
+        "change_kind": kind,
+        "before_start_date": change - timedelta(days=7),
+        "after_end_date": change + timedelta(days=6),
+        "n_before": 7,
+        "n_after": 7,
+        "before_level": 0.4,
+        "after_level": 0.4 * (1 + effect),
+        "relative_effect": effect,
+        "ci_low": effect - 0.02,
+        "ci_high": effect + 0.02,
+        "p_value": p,
+        "top_factor": "program_goodput",
+        "coinciding_changes": "[]",
+    }
+    return out | extra
+
+
+def label(
+    incident_id: str = "inc",
+    kind: str = "node_rollout_slowdown",
+    day: int = 10,
+    clusters: tuple[str, ...] = ("h100",),
+    nodes: tuple[str, ...] = (),
+    grain: str = "node",
+    decoy: bool = False,
+    end_day: int | None = None,
+    **extra,
+) -> dict:
+    return {
+        "incident_id": incident_id,
+        "kind": kind,
+        "decoy": decoy,
+        "start": f"{START + timedelta(days=day)}T00:00:00Z",
+        "end": None if end_day is None else f"{START + timedelta(days=end_day)}T00:00:00Z",
+        "cluster": clusters[0],
+        "nodes": list(nodes),
+        "grain": grain,
+        "scope": {"clusters": list(clusters), "nodes": list(nodes), "gpus": []},
+        "factor": None if decoy else "program_goodput",
+        "expected_relative_change": 0 if decoy else -0.13,
+        "attribution": "rate",
+        "cause": None if decoy else {"dimension": "nccl", "value": "2.22.3"},
+        "direction": "none" if decoy else "regression",
+    } | extra
+
+
+def frame(*rows: dict) -> pd.DataFrame:
+    return pd.DataFrame(list(rows))
+
+
+# --------------------------------------------------------------------------- Wilson
+
+
+@pytest.mark.parametrize("successes,n", [(0, 5), (3, 10), (7, 7), (45, 120)])
+def test_wilson_interval_matches_statsmodels(successes, n):
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
+    assert wilson(successes, n) == pytest.approx([low, high], abs=1e-12)
+    assert wilson(0, 0) is None  # no denominator: unknown
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@pytest.mark.parametrize("offset,matched", [(-3, False), (-2, True), (0, True), (2, True), (3, False)])
+def test_the_date_window_is_two_days_either_side(offset, matched):
+    report = evaluate(frame(row(day=10 + offset)), [label(day=10)], TOPOLOGY)
+    assert report["detected_labels"] == int(matched)
+    assert report["overall"]["precision"]["value"] == (1.0 if matched else 0.0)
+    if matched:
+        assert report["matches"][0]["delay_days"] == offset
+        assert report["delay_days"]["median"] == offset
+
+
+def test_scope_overlap_by_grain():
+    node_label = label(nodes=("h100-n1",), grain="node")
+    assert evaluate(frame(row("h100")), [node_label], TOPOLOGY)["detected_labels"] == 1  # cluster holds the node
+    assert evaluate(frame(row("h100-n1", grain="node")), [node_label], TOPOLOGY)["detected_labels"] == 1
+    assert evaluate(frame(row("h100-n2", grain="node")), [node_label], TOPOLOGY)["detected_labels"] == 0
+    assert evaluate(frame(row("GPU-h100-1", grain="gpu")), [node_label], TOPOLOGY)["detected_labels"] == 1
+    assert evaluate(frame(row("a100")), [node_label], TOPOLOGY)["detected_labels"] == 0
+    # the fleet overlaps only a fleet-grain label; a fleet-grain label matches fleet and cluster groups
+    assert evaluate(frame(row("fleet", grain="fleet")), [node_label], TOPOLOGY)["detected_labels"] == 0
+    mix = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), attribution="mix")
+    assert evaluate(frame(row("fleet", grain="fleet")), [mix], TOPOLOGY)["detected_labels"] == 1
+    assert evaluate(frame(row("a100")), [mix], TOPOLOGY)["detected_labels"] == 1
+
+
+def test_one_group_matches_one_label_greedy_by_date_distance():
+    labels = [label("far", day=8), label("near", day=11)]
+    report = evaluate(frame(row(day=10)), labels, TOPOLOGY)
+    assert [m["incident_id"] for m in report["matches"]] == ["near"]
+    assert report["missed"][0]["incident_id"] == "far"
+    assert report["overall"]["recall"]["value"] == 0.5 and report["overall"]["precision"]["value"] == 1.0
+    # two groups, one label: the nearer group matches; the other is a false alarm inside the label's window
+    two = evaluate(frame(row("h100", day=11), row("h100", day=14)), [label(day=13)], TOPOLOGY)
+    assert two["matches"][0]["change_date"] == str(START + timedelta(days=14))
+    assert two["false_alarms"]["count"] == 1 and two["false_alarm_groups"][0]["why"] == "label_window"
+    assert two["by_kind"]["node_rollout_slowdown"]["precision"]["value"] == 0.5
+
+
+def test_groups_in_a_decoys_scope_and_window_are_false_alarms_and_unknown_is_null():
+    decoy = label("noise", kind="noise_burst", day=5, end_day=6, decoy=True)
+    report = evaluate(
+        frame(row(day=7), row("a100", day=20)), [decoy, label(day=12, end_day=14, clusters=("a100",))], TOPOLOGY
+    )
+    assert report["labels"] == 1 and report["decoys"] == 1 and report["detected_labels"] == 0
+    attributed = {alarm["attributed_to"] for alarm in report["false_alarm_groups"]}
+    assert attributed == {"noise", None}
+    assert report["by_kind"]["noise_burst"]["false_alarms"] == 1
+    assert report["by_kind"]["noise_burst"]["recall"]["value"] is None  # decoys are not targets
+    assert report["false_alarms"]["per_1000_series_days"] is None and report["false_alarms"]["reason"]
+    assert report["factor_accuracy"]["value"] is None and report["factor_accuracy"]["reason"]
+    assert (
+        evaluate(frame(row(day=7)), [decoy], TOPOLOGY, series_days=2000)["false_alarms"]["per_1000_series_days"] == 0.5
+    )
+
+
+def test_factor_and_cause_accuracy_and_mix_not_assessed():
+    candidates = json.dumps([{"dimension": "nccl", "value": "2.22.3", "did_effect": -0.1}])
+    found = frame(row(cause_candidates=candidates, top_cause_dimension="nccl", top_cause_value="2.22.3"))
+    report = evaluate(found, [label()], TOPOLOGY)
+    assert report["factor_accuracy"]["value"] == 1.0 and report["cause_accuracy"]["value"] == 1.0
+    wrong = evaluate(found, [label(cause={"dimension": "image", "value": "x"}, factor="allocation")], TOPOLOGY)
+    assert wrong["factor_accuracy"]["value"] == 0.0 and wrong["cause_accuracy"]["value"] == 0.0
+    mix = label(
+        kind="workload_mix_shift", grain="fleet", attribution="mix", cause={"dimension": "sku", "value": "A100"}
+    )
+    mixed = evaluate(frame(row("fleet", grain="fleet")), [mix], TOPOLOGY)
+    assert mixed["mix_attribution"]["value"] is None and not mixed["mix_attribution"]["items"][0]["assessed"]
+    assert mixed["cause_accuracy"]["n"] == 0 and mixed["cause_accuracy"]["not_assessed"]
+
+
+# --------------------------------------------------------------------------- cause ranking
+
+
+def node_software(changes: dict[str, dict[str, str]], day: int = 10) -> pd.DataFrame:
+    """Every node on the same stack from START; `changes` node -> {component: new value} on `day`."""
+    base = {
+        "driver": "550",
+        "cuda": "12.4",
+        "nccl": "2.21.5",
+        "torch": "2.5.1",
+        "image": "img:1",
+        "firmware": "fw1",
+        "power_limit_w": 700.0,
+    }
+    rows = []
+    for node in TOPOLOGY.nodes:
+        rows.append({"node": node, "valid_from_at": datetime(2026, 10, 1, tzinfo=timezone.utc)} | base)
+        if node in changes:
+            at = datetime.combine(START + timedelta(days=day), datetime.min.time(), tzinfo=timezone.utc)
+            rows.append({"node": node, "valid_from_at": at + timedelta(hours=6)} | base | changes[node])
+    return pd.DataFrame(rows)
+
+
+def node_tree(slow: dict[str, float], day: int = 10, days: int = 20, metric: str = "program_goodput") -> pd.DataFrame:
+    """Node-grain metric tree rows: node value 0.4 (× noise), × factor from `day` for the nodes in `slow`."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for node in TOPOLOGY.nodes:
+        for d in range(days):
+            value = 0.4 * (1 + rng.normal(0, 0.004)) * (slow.get(node, 1.0) if d >= day else 1.0)
+            rows.append(
+                {
+                    "grain": "node",
+                    "entity_id": node,
+                    "metric_date": START + timedelta(days=d),
+                    "node_id": metric,
+                    "numerator": value * 1e6,
+                    "denominator": 1e6,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_a_change_with_an_nccl_rollout_on_the_affected_nodes_only_ranks_nccl_first():
+    software = node_software(
+        {
+            "h100-n1": {"nccl": "2.22.3"},
+            "h100-n2": {"nccl": "2.22.3"},
+            "h100-n3": {"firmware": "fw2"},  # a change on an unaffected node of the same cluster
+        }
+    )
+    tree = node_tree({"h100-n1": 0.85, "h100-n2": 0.85})
+    regression = row("h100", metric="program_goodput", effect=-0.07)
+    candidates = cause_candidates(regression, dimension_changes(software), TOPOLOGY, tree)
+    assert [(c["dimension"], c["value"]) for c in candidates] == [("nccl", "2.22.3"), ("firmware", "fw2")]
+    top = candidates[0]
+    assert top["nodes"] == ["h100-n1", "h100-n2"] and top["did_units"] == "node"
+    assert top["did_effect"] == pytest.approx(-0.15, abs=0.01)
+    assert top["did_ci"][0] < top["did_effect"] < top["did_ci"][1] < 0
+    # firmware's node did not slow down; its peers include the slowed nccl nodes, so its estimate is not negative
+    assert candidates[1]["did_effect"] > -0.01
+
+    ranked = rank_causes(frame(regression), dimension_changes(software), TOPOLOGY, tree)
+    assert ranked.iloc[0]["top_cause_dimension"] == "nccl" and ranked.iloc[0]["top_cause_value"] == "2.22.3"
+
+
+def test_a_fleet_wide_change_present_on_peers_too_is_not_a_candidate():
+    everywhere = {node: {"driver": "560"} for node in TOPOLOGY.nodes}
+    software = node_software(everywhere | {"h100-n1": {"driver": "560", "nccl": "2.22.3"}})
+    tree = node_tree({"h100-n1": 0.85})
+    candidates = cause_candidates(row("h100", metric="program_goodput"), dimension_changes(software), TOPOLOGY, tree)
+    assert [c["dimension"] for c in candidates] == ["nccl"]
+    # at the fleet grain too: every node changed the driver, so no node is left as the counterfactual
+    fleet = cause_candidates(
+        row("fleet", grain="fleet", metric="program_goodput"), dimension_changes(software), TOPOLOGY, tree
+    )
+    assert [c["dimension"] for c in fleet] == ["nccl"]
+
+
+def test_without_node_series_the_estimate_compares_clusters_and_says_so():
+    software = node_software({"h100-n1": {"nccl": "2.22.3"}, "h100-n2": {"nccl": "2.22.3"}})
+    tree = node_tree({"h100-n1": 0.85, "h100-n2": 0.85})
+    tree = tree.assign(grain="cluster", entity_id=tree["entity_id"].map(TOPOLOGY.node_cluster))
+    (candidate,) = cause_candidates(row("h100", metric="program_goodput"), dimension_changes(software), TOPOLOGY, tree)
+    assert candidate["did_units"] == "cluster" and candidate["peer_units"] == 1
+    assert candidate["did_effect"] == pytest.approx(-0.075, abs=0.01)  # half the cluster slowed by 15 %
+    empty = cause_candidates(row("h100", metric="a_companion"), dimension_changes(software), TOPOLOGY, tree)
+    assert empty[0]["did_effect"] is None and "no a_companion series" in empty[0]["reason"]
+
+
+# --------------------------------------------------------------------------- grouping and alerts
+
+
+def test_a_cluster_change_and_its_nodes_changes_are_one_group_rooted_at_the_cluster():
+    rows = frame(
+        row("h100", day=10),
+        row("h100", metric="program_goodput", day=10),
+        row("h100-n1", grain="node", day=9, metric="tensor_active"),  # a companion metric
+        row("h100-n2", grain="node", day=11),
+        row("GPU-h100-1", grain="gpu", day=10, metric="sm_clock"),
+        row("fleet", grain="fleet", day=10, effect=-0.04),
+    )
+    groups = group_regressions(rows, TOPOLOGY)
+    assert groups["group_id"].nunique() == 1
+    root = rows.loc[groups["is_root"]].iloc[0]
+    assert (root["grain"], root["entity_id"], root["metric"]) == ("cluster", "h100", "goodput")
+    assert len(groups.iloc[0]["children"]) == 5
+
+    (incident,) = build_incidents(rows, TOPOLOGY)
+    assert (incident["grain"], incident["entity_id"], incident["metric_group"]) == ("cluster", "h100", "goodput")
+    assert set(incident["metrics"]) == {"goodput", "program_goodput"}
+    assert {(c["grain"], c["entity_id"]) for c in incident["children"]} == {
+        ("node", "h100-n1"),
+        ("node", "h100-n2"),
+        ("gpu", "GPU-h100-1"),
+        ("fleet", "fleet"),
+    }
+
+
+def test_independent_changes_are_separate_groups():
+    rows = frame(
+        row("h100", day=10),
+        row("a100", day=10),
+        row("fleet", grain="fleet", day=10, effect=-0.03),
+        row("h100-n1", grain="node", day=20),  # too late
+        row("h100", day=11, kind="improvement", effect=0.05),  # other direction
+        row("a100-n1", grain="node", day=10),  # nested in a100
+    )
+    groups = group_regressions(rows, TOPOLOGY)
+    assert groups["group_id"].nunique() == 4
+    same = groups["group_id"]
+    assert same[1] == same[5] and same[0] != same[1]
+    assert same[2] == same[0]  # the fleet joins the group with the largest effect (h100's -0.1, a tie broken by id)
+    # the fleet alone heads its own group; with a mix flag the root moves to the most specific entity
+    alone = group_regressions(frame(row("fleet", grain="fleet")), TOPOLOGY)
+    assert bool(alone.iloc[0]["is_root"])
+    mixed = frame(row("h100", day=10, attribution="mix"), row("h100-n1", grain="node", day=10))
+    assert mixed.loc[group_regressions(mixed, TOPOLOGY)["is_root"], "entity_id"].tolist() == ["h100-n1"]
+
+
+def test_cluster_only_rows_give_the_former_incidents():
+    rows = frame(row("h100", day=10), row("h100", metric="program_goodput", day=9), row("a100", day=10))
+    incidents = build_incidents(rows)  # no topology
+    assert [(i["entity_id"], sorted(i["metrics"]), i["children"]) for i in incidents] == [
+        ("a100", ["goodput"], []),
+        ("h100", ["goodput", "program_goodput"], []),
+    ]
+
+
+def test_the_threshold_check_fails_below_the_scenarios_floor_and_skips_other_scenarios():
+    from perf_assets.defs.evaluation.assets import DEFAULT_THRESHOLDS, threshold_check
+
+    assert threshold_check({"scenario": "demo", "recall": 1.0, "precision": 1.0}, DEFAULT_THRESHOLDS).passed
+    failed = threshold_check({"scenario": "demo", "recall": 0.5, "precision": None}, DEFAULT_THRESHOLDS)
+    assert not failed.passed and "recall 0.5 < 0.75" in failed.metadata["failures"].value
+    assert "precision None" in failed.metadata["failures"].value  # unknown is not a pass
+    skipped = threshold_check({"scenario": "incidents", "recall": 0.1}, DEFAULT_THRESHOLDS)
+    assert skipped.passed and skipped.metadata["checked"].value is False
