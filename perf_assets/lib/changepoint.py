@@ -57,10 +57,16 @@ Method, per series (all series of the same length at once):
    candidate is accepted when ``p <= max_pvalue``, ``q <= max_qvalue`` (unless ``max_qvalue`` is
    None: per-series testing, the q-value is then only reported) and
    ``|relative_effect| >= min_relative_effect`` (per metric from ``min_relative_effects`` when
-   :func:`detect` gets metric names; effect measured inside the scanned segment). Note that a
-   permutation p-value is never below ``1 / (1 + n_permutations)``, so with ``m`` tested series
-   a single discovery needs ``m / (1 + n_permutations) <= max_qvalue``: raise ``n_permutations``
-   for large runs. With BH on, the q-value and so the acceptance of a series depend on the other
+   :func:`detect` gets metric names; effect measured inside the scanned segment). A permutation
+   p-value is never below ``1 / (1 + n_permutations)``, so with ``m`` tested series a single
+   discovery would need ``m / (1 + n_permutations) <= max_qvalue``. Adaptive refinement
+   (:func:`_refine_floor_pvalues`, in the spirit of Besag & Clifford's sequential Monte Carlo
+   p-values, 1991): a hypothesis whose p is at the floor (no permutation reached its maximum), that is
+   otherwise acceptable (p <= max_pvalue, effect large enough) and that BH rejects now but would
+   accept at the floor ``1 / (1 + max_permutations)`` gets more permutations, in batches that double
+   its count, for it alone, until one permutation reaches its maximum, BH accepts it, or
+   ``max_permutations`` is reached. The others keep their p-values. Deterministic: a batch's
+   permutations depend on ``(seed, segment length, permutations so far)``. With BH on, the q-value and so the acceptance of a series depend on the other
    series of the call, by design.
 6. Binary segmentation: after a change is accepted, the left and right segments are scanned again
    (each needs ``min_testable_length`` valid points), up to ``max_changes`` per series. When a
@@ -173,6 +179,7 @@ class DetectorConfig:
     max_pvalue: float = 0.01  # significance of one scan, after the scan correction
     min_relative_effect: float = 0.03  # |after/before - 1| below this is not reported
     n_permutations: int = 999  # for the scan p-value
+    max_permutations: int = 99_999  # adaptive refinement of floor p-values under BH (step 5); = n_permutations: off
     confidence: float = 0.95  # of the relative-effect intervals
     seed: int = 0  # of the permutations and the bootstrap
     max_changes: int = 3  # per series (binary segmentation depth)
@@ -195,6 +202,10 @@ class DetectorConfig:
                 raise ValueError(f"min_relative_effects[{metric!r}] must be >= 0, got {value}")
         if self.n_permutations < 1:
             raise ValueError(f"n_permutations must be >= 1, got {self.n_permutations}")
+        if self.max_permutations < self.n_permutations:
+            raise ValueError(
+                f"max_permutations must be >= n_permutations ({self.n_permutations}), got {self.max_permutations}"
+            )
         if 1.0 / (1 + self.n_permutations) > self.max_pvalue:
             raise ValueError(
                 f"n_permutations={self.n_permutations} cannot reach max_pvalue={self.max_pvalue}: "
@@ -467,6 +478,79 @@ class _Scan:
     split: np.ndarray  # (G,) points on the left of the chosen split
     statistic: np.ndarray  # (G,) Welch t or rank z at the split
     p_value: np.ndarray  # (G,)
+    exceed: np.ndarray  # (G,) permutations whose maximum reached the observed one
+    x: np.ndarray  # (G, L) the values the permutations shuffle (centred values or centred ranks)
+    threshold: np.ndarray  # (G,) the observed maximum score, less the tie tolerance
+
+
+def _exceedances(x: np.ndarray, threshold: np.ndarray, perms: np.ndarray, config: DetectorConfig) -> np.ndarray:
+    """For each row of ``x`` (G, L): how many of ``perms`` (P, L) give a maximum score >= its threshold."""
+    g, length = x.shape
+    m = config.min_segment
+    count = perms.shape[0]
+    exceed = np.zeros(g, dtype=np.int64)
+    chunk = max(1, _CHUNK_ELEMENTS // (count * length))
+    for start in range(0, g, chunk):
+        stop = min(start + chunk, g)
+        permuted = x[start:stop][:, perms]  # (chunk, P, L)
+        if config.statistic == "welch":
+            pdiff, pse2 = _scan_moments(permuted, m)
+            pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
+        else:
+            pmax = _cusum_score(permuted, m).max(axis=-1)
+        exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
+    return exceed
+
+
+def _refine_floor_pvalues(
+    p_value: np.ndarray,
+    exceed: np.ndarray,
+    eligible: np.ndarray,
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    config: DetectorConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Adaptive permutation refinement of the p-values at the floor ``1 / (1 + permutations)`` (step 5).
+
+    ``p_value`` and ``exceed`` are one BH family (one round); ``groups`` are ``(indices, x, threshold)``
+    of its scans per segment length, as :func:`_scan_group` returned them. A hypothesis is refined
+    when no permutation reached its maximum (its p is at the floor), it is ``eligible`` (p <= max_pvalue
+    and a large enough effect), BH rejects it at the current p-values and would accept it were its p at
+    the finest floor ``1 / (1 + max_permutations)``. Each batch runs ``1 + B`` more permutations (B
+    those run so far for it: the floor halves), for those hypotheses only; a hypothesis leaves the
+    refinement as soon as a permutation reaches its maximum (its p is resolved) or BH accepts it, and
+    none goes past ``max_permutations``. The batches' permutations are a function of ``(seed, segment
+    length, permutations so far)``, so the result is deterministic; hypotheses not at the floor keep
+    their p-value. Returns ``(p_value, permutations)`` per hypothesis.
+    """
+    p = p_value.copy()
+    exceed = exceed.copy()
+    n_perm = np.full(p.size, config.n_permutations, dtype=np.int64)
+    if config.max_qvalue is None or config.max_permutations <= config.n_permutations or not p.size:
+        return p, n_perm
+    where = {int(i): (j, x, threshold) for indices, x, threshold in groups for j, i in enumerate(indices)}
+    finest = 1.0 / (1.0 + config.max_permutations)
+    while True:
+        floor = (exceed == 0) & eligible & (n_perm < config.max_permutations)
+        if not floor.any():
+            break
+        q = benjamini_hochberg(p)
+        best = np.where((exceed == 0) & eligible, finest, p)
+        need = floor & (q > config.max_qvalue) & (benjamini_hochberg(best) <= config.max_qvalue)
+        if not need.any():
+            break
+        todo = np.flatnonzero(need)
+        keys = sorted({(int(where[int(i)][1].shape[1]), int(n_perm[i])) for i in todo})
+        for length, done in keys:
+            members = [int(i) for i in todo if where[int(i)][1].shape[1] == length and n_perm[i] == done]
+            extra = min(done + 1, config.max_permutations - done)
+            rng = np.random.default_rng([config.seed, length, done, 3])
+            perms = rng.permuted(np.tile(np.arange(length), (extra, 1)), axis=1)
+            x = np.stack([where[i][1][where[i][0]] for i in members])
+            threshold = np.asarray([where[i][2][where[i][0]] for i in members])
+            exceed[members] += _exceedances(x, threshold, perms, config)
+            n_perm[members] += extra
+        p = (1.0 + exceed) / (1.0 + n_perm)
+    return p, n_perm
 
 
 def _cusum_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
@@ -512,20 +596,9 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             statistic = signed[rows, best] / np.sqrt(se2[rows, best])
     threshold = score[rows, best] * (1.0 - _TIE_RTOL)
 
-    perms = _permutations(config.seed, length, config.n_permutations)
-    exceed = np.zeros(g, dtype=np.int64)
-    chunk = max(1, _CHUNK_ELEMENTS // (config.n_permutations * length))
-    for start in range(0, g, chunk):
-        stop = min(start + chunk, g)
-        permuted = x[start:stop][:, perms]  # (chunk, P, L)
-        if config.statistic == "welch":
-            pdiff, pse2 = _scan_moments(permuted, m)
-            pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
-        else:
-            pmax = _cusum_score(permuted, m).max(axis=-1)
-        exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
+    exceed = _exceedances(x, threshold, _permutations(config.seed, length, config.n_permutations), config)
     p_value = (1.0 + exceed) / (1.0 + config.n_permutations)
-    return _Scan(split=best + m, statistic=statistic, p_value=p_value)
+    return _Scan(split=best + m, statistic=statistic, p_value=p_value, exceed=exceed, x=x, threshold=threshold)
 
 
 def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
@@ -735,20 +808,27 @@ def detect(
         t_round = np.zeros(rows.size)
         mid_round = np.zeros(rows.size, dtype=np.int64)
         effect_round = np.zeros(rows.size)
+        exceed_round = np.zeros(rows.size, dtype=np.int64)
+        groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for length in np.unique(lengths):
             sel = np.flatnonzero(lengths == length)
             r, s = rows[sel], starts[sel]
             cols = s[:, None] + np.arange(length)[None, :]
             scan = _scan_group(yc[r[:, None], cols], config)
             p_round[sel] = scan.p_value
+            exceed_round[sel] = scan.exceed
+            groups.append((sel, scan.x, scan.threshold))
             t_round[sel] = scan.statistic
             mid_round[sel] = s + scan.split
             effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config)
+        with np.errstate(invalid="ignore"):
+            big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
+        p_round, _ = _refine_floor_pvalues(
+            p_round, exceed_round, big_enough & (p_round <= config.max_pvalue), groups, config
+        )
         q_round = benjamini_hochberg(p_round)
         if not first_scan:
             first_scan = {int(row): (float(p), float(q)) for row, p, q in zip(rows, p_round, q_round)}
-        with np.errstate(invalid="ignore"):
-            big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
         ok = (p_round <= config.max_pvalue) & big_enough
         if config.max_qvalue is not None:
             ok &= q_round <= config.max_qvalue
