@@ -121,11 +121,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window-days", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="re-run detection in-process (asset defaults) instead of reading regressions",
+    )
     args = parser.parse_args()
     home = data_home(None)
     labels = json.loads(home.labels_file.read_text())["incidents"]
-    regressions = published_frame(home, "select * from regressions")
-    inventory = published_frame(home, "select distinct gpu_uuid, node from staging.stg_inventory__gpus")
+    inventory = published_frame(
+        home, "select distinct cluster, gpu_uuid, node from intermediate.int_companion_gpu_days"
+    )
+    if args.rerun:
+        from perf_assets.defs.detection.assets import DetectionConfig
+        from perf_assets.lib.changepoint import DetectorConfig
+        from perf_assets.lib.detection import detect_regressions
+
+        knobs = DetectionConfig()
+        detector = DetectorConfig(
+            **{
+                name: getattr(knobs, name)
+                for name in DetectorConfig.__dataclass_fields__
+                if name in DetectionConfig.model_fields
+            }
+        )
+        regressions = detect_regressions(
+            published_frame(home, "select * from metric_tree_daily where grain <> 'job'"),
+            published_frame(home, "select * from stg_node_software__versions")
+            if False
+            else pd.DataFrame(columns=["node", "valid_from_at"]),
+            inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict(),
+            detector,
+            gpu_nodes=dict(zip(inventory["gpu_uuid"], inventory["node"])),
+            grain_min_effects=dict(knobs.grain_min_relative_effects),
+        )
+    else:
+        regressions = published_frame(home, "select * from regressions")
     result = table(regressions, labels, dict(zip(inventory["gpu_uuid"], inventory["node"])), args.window_days)
     if args.json:
         print(json.dumps(result, indent=1, default=str))

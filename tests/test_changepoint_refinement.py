@@ -47,3 +47,22 @@ def test_refinement_is_deterministic_and_bounded():
 def test_max_permutations_below_n_permutations_is_refused():
     with pytest.raises(ValueError, match="max_permutations"):
         DetectorConfig(n_permutations=999, max_permutations=500)
+
+
+def test_epidemic_scan_finds_a_level_that_moves_and_comes_back():
+    rng = np.random.default_rng(11)
+    values = np.exp(rng.normal(0.0, 0.002, (1, 28)))
+    values[0, 10:15] *= 0.89  # five days at -11 %, then back (a thermal throttle)
+    ones = np.ones_like(values)
+    single = detect(values, ones, DetectorConfig())
+    assert single.changes == []  # the single-split scan sees -3 % spread over 18 days
+    both = detect(values, ones, DetectorConfig(epidemic=True))
+    assert [c.index for c in both.changes] == [10, 15]
+    assert both.changes[0].relative_effect == pytest.approx(-0.11, abs=0.01)
+    assert both.changes[1].relative_effect == pytest.approx(1 / 0.89 - 1, abs=0.01)
+    # a plain step is still found with the epidemic scan (a single split is an interval touching an end)
+    step = np.exp(rng.normal(0.0, 0.01, (1, 24)))
+    step[0, 12:] *= 0.9
+    assert [c.index for c in detect(step, np.ones_like(step), DetectorConfig(epidemic=True)).changes] == [12]
+    with pytest.raises(ValueError, match="epidemic"):
+        DetectorConfig(epidemic=True, statistic="welch")

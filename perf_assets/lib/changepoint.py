@@ -189,6 +189,8 @@ class DetectorConfig:
     confirm_points: int = 7  # valid points after a change for the verdict "confirmed"
     n_bootstrap: int = 999  # resamples of the bootstrap interval
     scale: str = "log"  # "log" (ratios > 0) or "linear" (any sign)
+    # also scan intervals [i, j) against the rest (a level that moves and comes back; student and rank)
+    epidemic: bool = False
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -221,6 +223,8 @@ class DetectorConfig:
             raise ValueError(f"max_changes must be >= 1, got {self.max_changes}")
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic must be one of {STATISTICS}, got {self.statistic!r}")
+        if self.epidemic and self.statistic == "welch":
+            raise ValueError("epidemic=True needs statistic 'student' or 'rank' (a CUSUM score)")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
         if self.confirm_points < 1:
@@ -481,6 +485,8 @@ class _Scan:
     exceed: np.ndarray  # (G,) permutations whose maximum reached the observed one
     x: np.ndarray  # (G, L) the values the permutations shuffle (centred values or centred ranks)
     threshold: np.ndarray  # (G,) the observed maximum score, less the tie tolerance
+    block_lo: np.ndarray | None = None  # (G,) epidemic scan: the interval [lo, hi) that differs from the rest
+    block_hi: np.ndarray | None = None
 
 
 def _exceedances(x: np.ndarray, threshold: np.ndarray, perms: np.ndarray, config: DetectorConfig) -> np.ndarray:
@@ -488,18 +494,61 @@ def _exceedances(x: np.ndarray, threshold: np.ndarray, perms: np.ndarray, config
     g, length = x.shape
     m = config.min_segment
     count = perms.shape[0]
+    width = _epidemic_pairs(length, m)[0].size if config.epidemic else length
     exceed = np.zeros(g, dtype=np.int64)
-    chunk = max(1, _CHUNK_ELEMENTS // (count * length))
+    per_chunk = max(1, _CHUNK_ELEMENTS // width)  # (series x permutations) per block
+    chunk = max(1, per_chunk // count)
+    step = max(1, min(count, per_chunk))
     for start in range(0, g, chunk):
         stop = min(start + chunk, g)
-        permuted = x[start:stop][:, perms]  # (chunk, P, L)
-        if config.statistic == "welch":
-            pdiff, pse2 = _scan_moments(permuted, m)
-            pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
-        else:
-            pmax = _cusum_score(permuted, m).max(axis=-1)
-        exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
+        for first in range(0, count, step):
+            permuted = x[start:stop][:, perms[first : first + step]]  # (chunk, P', L)
+            if config.epidemic:
+                pmax = _epidemic_score(permuted, m).max(axis=-1)
+            elif config.statistic == "welch":
+                pdiff, pse2 = _scan_moments(permuted, m)
+                pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P')
+            else:
+                pmax = _cusum_score(permuted, m).max(axis=-1)
+            exceed[start:stop] += (pmax >= threshold[start:stop, None]).sum(axis=1)
     return exceed
+
+
+_PAIRS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _epidemic_pairs(length: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals ``[i, j)`` of the epidemic scan: every piece (before, inside, after) has >= m points or is empty.
+
+    ``i = 0`` or ``j = length`` is a single split; ``(0, length)`` is excluded.
+    """
+    key = (length, m)
+    if key not in _PAIRS:
+        pairs = [
+            (i, j)
+            for i in [0, *range(m, length - m + 1)]
+            for j in range(i + m, length + 1)
+            if (j == length or length - j >= m) and length - (j - i) >= m
+        ]
+        lo, hi = (np.asarray(v, dtype=np.int64) for v in zip(*pairs))
+        _PAIRS[key] = (lo, hi)
+    return _PAIRS[key]
+
+
+def _epidemic_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
+    """``(S_j - S_i)^2 / (l (n - l))`` for every interval of :func:`_epidemic_pairs`, ``l = j - i``.
+
+    For centred values this is the between-groups sum of squares of "inside [i, j)" against "the
+    rest" over ``n``, so Student's t^2 of that contrast (and the rank-sum z^2 for centred ranks) is an
+    increasing function of it, as for :func:`_cusum_score` (circular binary segmentation, Olshen et
+    al. 2004, with a permutation reference). Single splits are the intervals that touch an end.
+    """
+    n = xc.shape[-1]
+    lo, hi = _epidemic_pairs(n, min_segment)
+    cum = np.concatenate([np.zeros(xc.shape[:-1] + (1,)), np.cumsum(xc, axis=-1)], axis=-1)
+    inside = cum[..., hi] - cum[..., lo]
+    size = (hi - lo).astype(float)
+    return inside * inside / (size * (n - size))
 
 
 def _refine_floor_pvalues(
@@ -587,6 +636,17 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             x = y - y.mean(axis=1, keepdims=True)
         score = _cusum_score(x, m)
         best = np.argmax(score, axis=1)
+        if config.epidemic:  # the best interval; the change reported first is one of its ends
+            lo_all, hi_all = _epidemic_pairs(length, m)
+            escore = _epidemic_score(x, m)
+            ebest = np.argmax(escore, axis=1)
+            block_lo, block_hi = lo_all[ebest], hi_all[ebest]
+            # keep the end whose remaining piece (that holds the other end) is the longer
+            split_at = np.where(block_lo == 0, block_hi, np.where(block_hi == length, block_lo, 0))
+            interior = (block_lo > 0) & (block_hi < length)
+            split_at = np.where(interior, np.where(length - block_lo >= block_hi, block_lo, block_hi), split_at)
+            best = split_at - m
+            epidemic_threshold = escore[rows, ebest] * (1.0 - _TIE_RTOL)
         if config.statistic == "rank":
             excess, var = _rank_moments(x, variance, m)
             ok = var[rows, best] > 0
@@ -595,10 +655,23 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             signed, se2 = _scan_moments(x, m, pooled=True)
             statistic = signed[rows, best] / np.sqrt(se2[rows, best])
     threshold = score[rows, best] * (1.0 - _TIE_RTOL)
+    blocks: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    if config.epidemic:
+        threshold = epidemic_threshold
+        blocks = (block_lo, block_hi)
 
     exceed = _exceedances(x, threshold, _permutations(config.seed, length, config.n_permutations), config)
     p_value = (1.0 + exceed) / (1.0 + config.n_permutations)
-    return _Scan(split=best + m, statistic=statistic, p_value=p_value, exceed=exceed, x=x, threshold=threshold)
+    return _Scan(
+        split=best + m,
+        statistic=statistic,
+        p_value=p_value,
+        exceed=exceed,
+        x=x,
+        threshold=threshold,
+        block_lo=blocks[0],
+        block_hi=blocks[1],
+    )
 
 
 def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
@@ -620,6 +693,22 @@ def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, config: 
         before = np.where(left, num, 0.0).sum(axis=1) / np.where(left, den, 0.0).sum(axis=1)
         after = np.where(left, 0.0, num).sum(axis=1) / np.where(left, 0.0, den).sum(axis=1)
     return _relative(after, before, config.scale)
+
+
+def _block_effect(
+    num: np.ndarray, den: np.ndarray, lo: np.ndarray, hi: np.ndarray, config: DetectorConfig
+) -> np.ndarray:
+    """Relative effect of the level inside ``[lo, hi)`` against the rest (pooled; medians for rank)."""
+    cols = np.arange(num.shape[1])[None, :]
+    inside = (cols >= lo[:, None]) & (cols < hi[:, None])
+    if config.statistic == "rank":
+        ratio = num / den
+        level_in = np.nanmedian(np.where(inside, ratio, np.nan), axis=1)
+        level_out = np.nanmedian(np.where(inside, np.nan, ratio), axis=1)
+    else:
+        level_in = np.where(inside, num, 0.0).sum(axis=1) / np.where(inside, den, 0.0).sum(axis=1)
+        level_out = np.where(inside, 0.0, num).sum(axis=1) / np.where(inside, 0.0, den).sum(axis=1)
+    return _relative(level_in, level_out, config.scale)
 
 
 def _split_summary(
@@ -821,6 +910,14 @@ def detect(
             t_round[sel] = scan.statistic
             mid_round[sel] = s + scan.split
             effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config)
+            if scan.block_lo is not None:  # epidemic: the interval against the rest, seen from the reported end
+                inner = (scan.block_lo > 0) & (scan.block_hi < length)
+                if inner.any():
+                    block = _block_effect(
+                        numc[r[:, None], cols], denc[r[:, None], cols], scan.block_lo, scan.block_hi, config
+                    )
+                    toward = np.where(scan.split == scan.block_lo, block, 1.0 / (1.0 + block) - 1.0)
+                    effect_round[sel] = np.where(inner, toward, effect_round[sel])
         with np.errstate(invalid="ignore"):
             big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
         p_round, _ = _refine_floor_pvalues(

@@ -26,7 +26,8 @@ class DetectionConfig(dg.Config):
     n_permutations: int = 999
     max_permutations: int = 99_999  # adaptive refinement of p-values at the floor 1/(1+n) under BH
     seed: int = 0
-    statistic: str = "welch"  # "rank": the robust rank-sum scan (heavy tails, spikes)
+    statistic: str = "student"  # "rank": the robust rank-sum scan (heavy tails, spikes); "welch"
+    epidemic: bool = True  # also scan intervals against the rest (student, rank): a level that moves and comes back
     max_qvalue: float | None = 0.05  # Benjamini-Hochberg FDR across the run's series; None: per series
     min_relative_effects: dict[str, float] = {}  # per metric (tree node), e.g. {"availability": 0.01}
     confirm_points: int = 7  # days after a change for the verdict "confirmed" (else provisional)
@@ -61,6 +62,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         max_permutations=config.max_permutations,
         seed=config.seed,
         statistic=config.statistic,
+        epidemic=config.epidemic,
         max_qvalue=config.max_qvalue,
         min_relative_effects=dict(config.min_relative_effects),
         confirm_points=config.confirm_points,
