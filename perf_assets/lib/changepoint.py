@@ -112,7 +112,11 @@ three are exact permutation tests, so none is "more calibrated"; a per-series au
 not offered because any rule that looks only at the values (and so keeps the permutation test
 exact) cannot tell a few spikes from a short new regime. A single-split scan has little power for
 an "epidemic" change (a level that moves and comes back in the middle of a segment): the scan of
-the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
+the whole series sees a mixture on one side. ``epidemic=True`` scans every interval ``[i, j)``
+against the rest as well (circular binary segmentation, Olshen et al. 2004; :func:`_epidemic_score`),
+calibrated by the same permutations; when the best interval is interior, the end whose remaining
+piece holds the other end is reported first (its effect for the minimum-effect rule: the interval's
+level against the rest) and the binary segmentation finds the other end.
 
 Related work. Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data" (E-divisive, arXiv 1306.4933) find change points by a divergence-based
