@@ -130,6 +130,10 @@ def main() -> None:
         result = detect(num, den, DetectorConfig(statistic=statistic))
         full = time.perf_counter() - t0
         print(f"  detect, statistic={statistic:<8}: {full * 1e3:9.2f} ms   ({len(result.changes)} change points)")
+    t0 = time.perf_counter()
+    result = detect(num, den, DetectorConfig(statistic="student", epidemic=True))
+    full = time.perf_counter() - t0
+    print(f"  detect, student epidemic  : {full * 1e3:9.2f} ms   ({len(result.changes)} change points)")
     # adaptive refinement of floor p-values (BH over many series): one strong step among noise
     rng = np.random.default_rng(args.seed + 1)
     lone = np.exp(rng.normal(0.0, 0.02, (args.series, args.points)))
