@@ -147,9 +147,7 @@ def main() -> None:
         )
         regressions = detect_regressions(
             published_frame(home, "select * from metric_tree_daily where grain <> 'job'"),
-            published_frame(home, "select * from stg_node_software__versions")
-            if False
-            else pd.DataFrame(columns=["node", "valid_from_at"]),
+            pd.DataFrame(columns=["node", "valid_from_at"]),  # staging is not published: no coinciding rollouts
             inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict(),
             detector,
             gpu_nodes=dict(zip(inventory["gpu_uuid"], inventory["node"])),
