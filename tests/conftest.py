@@ -64,3 +64,15 @@ def demo_snapshot(demo_home: DataHome):
         return published_frame(demo_home, sql)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def incidents_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> DataHome:
+    """The `incidents` scenario (seed 1) simulated and built once per session (~2-4 min: use sparingly)."""
+    from perf_assets.lib.build import build
+    from perf_assets.lib.simulate import simulate
+
+    home = data_home(tmp_path_factory.mktemp("incidents")).ensure()
+    simulate(home, scenario="incidents", seed=1)
+    assert build(home), "the build of the incidents scenario failed"
+    return home

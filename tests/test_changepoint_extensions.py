@@ -189,8 +189,9 @@ def test_acceptance_is_on_q_across_the_series_of_a_call():
     den = np.ones_like(values)
     alone = detect(step, np.ones(20))
     assert alone.changes[0].p_value == alone.changes[0].q_value == 0.001
-    # with 99 quiet series its q is 100 x 0.001 = 0.1 > 0.05: not accepted at the default FDR ...
-    batch = detect(values, den)
+    # with 99 quiet series its q is 100 x 0.001 = 0.1 > 0.05: not accepted at the default FDR
+    # without refinement (max_permutations = n_permutations) ...
+    batch = detect(values, den, DetectorConfig(max_permutations=999))
     assert batch.changes == []
     assert batch.series[0].p_value == 0.001 and batch.series[0].q_value == pytest.approx(0.1)
     qs = [s.q_value for s in batch.series]
@@ -199,6 +200,10 @@ def test_acceptance_is_on_q_across_the_series_of_a_call():
     assert [cp.series_index for cp in detect_change_points(values, den, DetectorConfig(max_qvalue=None))] == [0]
     fine = detect_change_points(values, den, DetectorConfig(n_permutations=9999))
     assert [cp.series_index for cp in fine] == [0] and fine[0].q_value <= 0.05
+    # ... or by the default adaptive refinement of its floor p-value (the other series keep theirs)
+    refined = detect(values, den)
+    assert [cp.series_index for cp in refined.changes] == [0] and refined.changes[0].q_value <= 0.05
+    assert [s.p_value for s in refined.series[1:]] == [s.p_value for s in batch.series[1:]]
 
 
 # --------------------------------------------------------------------------- bootstrap CI

@@ -27,3 +27,31 @@
         {{ safe_divide('useful_flop', 'productive_pfs') }} as program_goodput,
         {{ safe_divide('useful_flop', 'installed_pfs') }} as goodput
 {%- endmacro %}
+
+{#- Companion nodes outside the identity (metric_tree.md §2.2), rolled up from int_companion_gpu_days:
+    node_id -> (numerator, denominator). dcgm_gpu_util and dcgm_tensor_active keep the capacity
+    marts' measures at the node, cluster and fleet grains and take int_companion_gpu_days' at the
+    gpu grain. -#}
+{% macro companion_nodes() -%}
+    {{ return({
+        'dcgm_gpu_util': ('dcgm_gpu_util_sum', 'dcgm_gpu_util_samples'),
+        'dcgm_tensor_active': ('dcgm_tensor_active_sum', 'dcgm_tensor_active_samples'),
+        'clock_ratio': ('clock_ratio_sum', 'clock_ratio_samples'),
+        'power_ratio': ('power_ratio_sum', 'power_ratio_samples'),
+        'thermal_ok': ('thermal_ok_s', 'thermal_elapsed_s'),
+        'probe_gemm_ratio': ('probe_gemm_value', 'probe_gemm_peak'),
+        'probe_hbm_bw_ratio': ('probe_hbm_value', 'probe_hbm_peak'),
+    }) }}
+{%- endmacro %}
+
+{#- The companions' measures in metric_tree_daily besides the capacity marts' dcgm_* ones. -#}
+{% macro companion_measures() -%}
+    {% set measures = [] %}
+    {% for node_id, pair in companion_nodes().items() %}
+        {% if node_id not in ('dcgm_gpu_util', 'dcgm_tensor_active') %}
+            {% do measures.extend(pair) %}
+        {% endif %}
+        {% do measures.append('coverage_' ~ node_id) %}
+    {% endfor %}
+    {{ return(measures) }}
+{%- endmacro %}

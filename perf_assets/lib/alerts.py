@@ -702,7 +702,9 @@ def recovery_day(alert: dict, tree: pd.DataFrame, days: int) -> date | None:
     before_level ∓ 1.96 · σ / √days (σ = standard deviation of the daily values in the before
     window), on the side the metric regressed from. None when it has not recovered (or no data).
     """
-    metrics = alert["metrics"][alert["headline_metric"]]
+    metrics = (alert.get("metrics") or {}).get(alert["headline_metric"])
+    if metrics is None:  # an alert updated by a re-run whose rows no longer include its headline metric
+        return None
     series = _series(tree, alert["grain"], alert["entity_id"], alert["headline_metric"])
     if series.empty or metrics.get("before_level") is None:
         return None

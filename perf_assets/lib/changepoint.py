@@ -57,10 +57,16 @@ Method, per series (all series of the same length at once):
    candidate is accepted when ``p <= max_pvalue``, ``q <= max_qvalue`` (unless ``max_qvalue`` is
    None: per-series testing, the q-value is then only reported) and
    ``|relative_effect| >= min_relative_effect`` (per metric from ``min_relative_effects`` when
-   :func:`detect` gets metric names; effect measured inside the scanned segment). Note that a
-   permutation p-value is never below ``1 / (1 + n_permutations)``, so with ``m`` tested series
-   a single discovery needs ``m / (1 + n_permutations) <= max_qvalue``: raise ``n_permutations``
-   for large runs. With BH on, the q-value and so the acceptance of a series depend on the other
+   :func:`detect` gets metric names; effect measured inside the scanned segment). A permutation
+   p-value is never below ``1 / (1 + n_permutations)``, so with ``m`` tested series a single
+   discovery would need ``m / (1 + n_permutations) <= max_qvalue``. Adaptive refinement
+   (:func:`_refine_floor_pvalues`, in the spirit of Besag & Clifford's sequential Monte Carlo
+   p-values, 1991): a hypothesis whose p is at the floor (no permutation reached its maximum), that is
+   otherwise acceptable (p <= max_pvalue, effect large enough) and that BH rejects now but would
+   accept at the floor ``1 / (1 + max_permutations)`` gets more permutations, in batches that double
+   its count, for it alone, until one permutation reaches its maximum, BH accepts it, or
+   ``max_permutations`` is reached. The others keep their p-values. Deterministic: a batch's
+   permutations depend on ``(seed, segment length, permutations so far)``. With BH on, the q-value and so the acceptance of a series depend on the other
    series of the call, by design.
 6. Binary segmentation: after a change is accepted, the left and right segments are scanned again
    (each needs ``min_testable_length`` valid points), up to ``max_changes`` per series. When a
@@ -106,7 +112,11 @@ three are exact permutation tests, so none is "more calibrated"; a per-series au
 not offered because any rule that looks only at the values (and so keeps the permutation test
 exact) cannot tell a few spikes from a short new regime. A single-split scan has little power for
 an "epidemic" change (a level that moves and comes back in the middle of a segment): the scan of
-the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
+the whole series sees a mixture on one side. ``epidemic=True`` scans every interval ``[i, j)``
+against the rest as well (circular binary segmentation, Olshen et al. 2004; :func:`_epidemic_score`),
+calibrated by the same permutations; when the best interval is interior, the end whose remaining
+piece holds the other end is reported first (its effect for the minimum-effect rule: the interval's
+level against the rest) and the binary segmentation finds the other end.
 
 Related work. Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data" (E-divisive, arXiv 1306.4933) find change points by a divergence-based
@@ -173,6 +183,7 @@ class DetectorConfig:
     max_pvalue: float = 0.01  # significance of one scan, after the scan correction
     min_relative_effect: float = 0.03  # |after/before - 1| below this is not reported
     n_permutations: int = 999  # for the scan p-value
+    max_permutations: int = 99_999  # adaptive refinement of floor p-values under BH (step 5); = n_permutations: off
     confidence: float = 0.95  # of the relative-effect intervals
     seed: int = 0  # of the permutations and the bootstrap
     max_changes: int = 3  # per series (binary segmentation depth)
@@ -182,6 +193,8 @@ class DetectorConfig:
     confirm_points: int = 7  # valid points after a change for the verdict "confirmed"
     n_bootstrap: int = 999  # resamples of the bootstrap interval
     scale: str = "log"  # "log" (ratios > 0) or "linear" (any sign)
+    # also scan intervals [i, j) against the rest (a level that moves and comes back; student and rank)
+    epidemic: bool = False
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -195,6 +208,10 @@ class DetectorConfig:
                 raise ValueError(f"min_relative_effects[{metric!r}] must be >= 0, got {value}")
         if self.n_permutations < 1:
             raise ValueError(f"n_permutations must be >= 1, got {self.n_permutations}")
+        if self.max_permutations < self.n_permutations:
+            raise ValueError(
+                f"max_permutations must be >= n_permutations ({self.n_permutations}), got {self.max_permutations}"
+            )
         if 1.0 / (1 + self.n_permutations) > self.max_pvalue:
             raise ValueError(
                 f"n_permutations={self.n_permutations} cannot reach max_pvalue={self.max_pvalue}: "
@@ -210,6 +227,8 @@ class DetectorConfig:
             raise ValueError(f"max_changes must be >= 1, got {self.max_changes}")
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic must be one of {STATISTICS}, got {self.statistic!r}")
+        if self.epidemic and self.statistic == "welch":
+            raise ValueError("epidemic=True needs statistic 'student' or 'rank' (a CUSUM score)")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
         if self.confirm_points < 1:
@@ -467,6 +486,124 @@ class _Scan:
     split: np.ndarray  # (G,) points on the left of the chosen split
     statistic: np.ndarray  # (G,) Welch t or rank z at the split
     p_value: np.ndarray  # (G,)
+    exceed: np.ndarray  # (G,) permutations whose maximum reached the observed one
+    x: np.ndarray  # (G, L) the values the permutations shuffle (centred values or centred ranks)
+    threshold: np.ndarray  # (G,) the observed maximum score, less the tie tolerance
+    block_lo: np.ndarray | None = None  # (G,) epidemic scan: the interval [lo, hi) that differs from the rest
+    block_hi: np.ndarray | None = None
+
+
+def _exceedances(x: np.ndarray, threshold: np.ndarray, perms: np.ndarray, config: DetectorConfig) -> np.ndarray:
+    """For each row of ``x`` (G, L): how many of ``perms`` (P, L) give a maximum score >= its threshold."""
+    g, length = x.shape
+    m = config.min_segment
+    count = perms.shape[0]
+    width = _epidemic_pairs(length, m)[0].size if config.epidemic else length
+    exceed = np.zeros(g, dtype=np.int64)
+    per_chunk = max(1, _CHUNK_ELEMENTS // width)  # (series x permutations) per block
+    chunk = max(1, per_chunk // count)
+    step = max(1, min(count, per_chunk))
+    for start in range(0, g, chunk):
+        stop = min(start + chunk, g)
+        for first in range(0, count, step):
+            permuted = x[start:stop][:, perms[first : first + step]]  # (chunk, P', L)
+            if config.epidemic:
+                pmax = _epidemic_score(permuted, m).max(axis=-1)
+            elif config.statistic == "welch":
+                pdiff, pse2 = _scan_moments(permuted, m)
+                pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P')
+            else:
+                pmax = _cusum_score(permuted, m).max(axis=-1)
+            exceed[start:stop] += (pmax >= threshold[start:stop, None]).sum(axis=1)
+    return exceed
+
+
+_PAIRS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _epidemic_pairs(length: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals ``[i, j)`` of the epidemic scan: every piece (before, inside, after) has >= m points or is empty.
+
+    ``i = 0`` or ``j = length`` is a single split; ``(0, length)`` is excluded.
+    """
+    key = (length, m)
+    if key not in _PAIRS:
+        pairs = [
+            (i, j)
+            for i in [0, *range(m, length - m + 1)]
+            for j in range(i + m, length + 1)
+            if (j == length or length - j >= m) and length - (j - i) >= m
+        ]
+        lo, hi = (np.asarray(v, dtype=np.int64) for v in zip(*pairs))
+        _PAIRS[key] = (lo, hi)
+    return _PAIRS[key]
+
+
+def _epidemic_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
+    """``(S_j - S_i)^2 / (l (n - l))`` for every interval of :func:`_epidemic_pairs`, ``l = j - i``.
+
+    For centred values this is the between-groups sum of squares of "inside [i, j)" against "the
+    rest" over ``n``, so Student's t^2 of that contrast (and the rank-sum z^2 for centred ranks) is an
+    increasing function of it, as for :func:`_cusum_score` (circular binary segmentation, Olshen et
+    al. 2004, with a permutation reference). Single splits are the intervals that touch an end.
+    """
+    n = xc.shape[-1]
+    lo, hi = _epidemic_pairs(n, min_segment)
+    cum = np.concatenate([np.zeros(xc.shape[:-1] + (1,)), np.cumsum(xc, axis=-1)], axis=-1)
+    inside = cum[..., hi] - cum[..., lo]
+    size = (hi - lo).astype(float)
+    return inside * inside / (size * (n - size))
+
+
+def _refine_floor_pvalues(
+    p_value: np.ndarray,
+    exceed: np.ndarray,
+    eligible: np.ndarray,
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    config: DetectorConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Adaptive permutation refinement of the p-values at the floor ``1 / (1 + permutations)`` (step 5).
+
+    ``p_value`` and ``exceed`` are one BH family (one round); ``groups`` are ``(indices, x, threshold)``
+    of its scans per segment length, as :func:`_scan_group` returned them. A hypothesis is refined
+    when no permutation reached its maximum (its p is at the floor), it is ``eligible`` (p <= max_pvalue
+    and a large enough effect), BH rejects it at the current p-values and would accept it were its p at
+    the finest floor ``1 / (1 + max_permutations)``. Each batch runs ``1 + B`` more permutations (B
+    those run so far for it: the floor halves), for those hypotheses only; a hypothesis leaves the
+    refinement as soon as a permutation reaches its maximum (its p is resolved) or BH accepts it, and
+    none goes past ``max_permutations``. The batches' permutations are a function of ``(seed, segment
+    length, permutations so far)``, so the result is deterministic; hypotheses not at the floor keep
+    their p-value. Returns ``(p_value, permutations)`` per hypothesis.
+    """
+    p = p_value.copy()
+    exceed = exceed.copy()
+    n_perm = np.full(p.size, config.n_permutations, dtype=np.int64)
+    if config.max_qvalue is None or config.max_permutations <= config.n_permutations or not p.size:
+        return p, n_perm
+    where = {int(i): (j, x, threshold) for indices, x, threshold in groups for j, i in enumerate(indices)}
+    finest = 1.0 / (1.0 + config.max_permutations)
+    while True:
+        floor = (exceed == 0) & eligible & (n_perm < config.max_permutations)
+        if not floor.any():
+            break
+        q = benjamini_hochberg(p)
+        best = np.where((exceed == 0) & eligible, finest, p)
+        need = floor & (q > config.max_qvalue) & (benjamini_hochberg(best) <= config.max_qvalue)
+        if not need.any():
+            break
+        todo = np.flatnonzero(need)
+        keys = sorted({(int(where[int(i)][1].shape[1]), int(n_perm[i])) for i in todo})
+        for length, done in keys:
+            members = [int(i) for i in todo if where[int(i)][1].shape[1] == length and n_perm[i] == done]
+            extra = min(done + 1, config.max_permutations - done)
+            rng = np.random.default_rng([config.seed, length, done, 3])
+            perms = rng.permuted(np.tile(np.arange(length), (extra, 1)), axis=1)
+            x = np.stack([where[i][1][where[i][0]] for i in members])
+            threshold = np.asarray([where[i][2][where[i][0]] for i in members])
+            exceed[members] += _exceedances(x, threshold, perms, config)
+            n_perm[members] += extra
+        p = (1.0 + exceed) / (1.0 + n_perm)
+    return p, n_perm
 
 
 def _cusum_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
@@ -503,6 +640,17 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             x = y - y.mean(axis=1, keepdims=True)
         score = _cusum_score(x, m)
         best = np.argmax(score, axis=1)
+        if config.epidemic:  # the best interval; the change reported first is one of its ends
+            lo_all, hi_all = _epidemic_pairs(length, m)
+            escore = _epidemic_score(x, m)
+            ebest = np.argmax(escore, axis=1)
+            block_lo, block_hi = lo_all[ebest], hi_all[ebest]
+            # keep the end whose remaining piece (that holds the other end) is the longer
+            split_at = np.where(block_lo == 0, block_hi, np.where(block_hi == length, block_lo, 0))
+            interior = (block_lo > 0) & (block_hi < length)
+            split_at = np.where(interior, np.where(length - block_lo >= block_hi, block_lo, block_hi), split_at)
+            best = split_at - m
+            epidemic_threshold = escore[rows, ebest] * (1.0 - _TIE_RTOL)
         if config.statistic == "rank":
             excess, var = _rank_moments(x, variance, m)
             ok = var[rows, best] > 0
@@ -511,21 +659,23 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             signed, se2 = _scan_moments(x, m, pooled=True)
             statistic = signed[rows, best] / np.sqrt(se2[rows, best])
     threshold = score[rows, best] * (1.0 - _TIE_RTOL)
+    blocks: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    if config.epidemic:
+        threshold = epidemic_threshold
+        blocks = (block_lo, block_hi)
 
-    perms = _permutations(config.seed, length, config.n_permutations)
-    exceed = np.zeros(g, dtype=np.int64)
-    chunk = max(1, _CHUNK_ELEMENTS // (config.n_permutations * length))
-    for start in range(0, g, chunk):
-        stop = min(start + chunk, g)
-        permuted = x[start:stop][:, perms]  # (chunk, P, L)
-        if config.statistic == "welch":
-            pdiff, pse2 = _scan_moments(permuted, m)
-            pmax = (pdiff * pdiff / pse2).max(axis=-1)  # (chunk, P)
-        else:
-            pmax = _cusum_score(permuted, m).max(axis=-1)
-        exceed[start:stop] = (pmax >= threshold[start:stop, None]).sum(axis=1)
+    exceed = _exceedances(x, threshold, _permutations(config.seed, length, config.n_permutations), config)
     p_value = (1.0 + exceed) / (1.0 + config.n_permutations)
-    return _Scan(split=best + m, statistic=statistic, p_value=p_value)
+    return _Scan(
+        split=best + m,
+        statistic=statistic,
+        p_value=p_value,
+        exceed=exceed,
+        x=x,
+        threshold=threshold,
+        block_lo=blocks[0],
+        block_hi=blocks[1],
+    )
 
 
 def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
@@ -547,6 +697,22 @@ def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, config: 
         before = np.where(left, num, 0.0).sum(axis=1) / np.where(left, den, 0.0).sum(axis=1)
         after = np.where(left, 0.0, num).sum(axis=1) / np.where(left, 0.0, den).sum(axis=1)
     return _relative(after, before, config.scale)
+
+
+def _block_effect(
+    num: np.ndarray, den: np.ndarray, lo: np.ndarray, hi: np.ndarray, config: DetectorConfig
+) -> np.ndarray:
+    """Relative effect of the level inside ``[lo, hi)`` against the rest (pooled; medians for rank)."""
+    cols = np.arange(num.shape[1])[None, :]
+    inside = (cols >= lo[:, None]) & (cols < hi[:, None])
+    if config.statistic == "rank":
+        ratio = num / den
+        level_in = np.nanmedian(np.where(inside, ratio, np.nan), axis=1)
+        level_out = np.nanmedian(np.where(inside, np.nan, ratio), axis=1)
+    else:
+        level_in = np.where(inside, num, 0.0).sum(axis=1) / np.where(inside, den, 0.0).sum(axis=1)
+        level_out = np.where(inside, 0.0, num).sum(axis=1) / np.where(inside, 0.0, den).sum(axis=1)
+    return _relative(level_in, level_out, config.scale)
 
 
 def _split_summary(
@@ -735,20 +901,35 @@ def detect(
         t_round = np.zeros(rows.size)
         mid_round = np.zeros(rows.size, dtype=np.int64)
         effect_round = np.zeros(rows.size)
+        exceed_round = np.zeros(rows.size, dtype=np.int64)
+        groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for length in np.unique(lengths):
             sel = np.flatnonzero(lengths == length)
             r, s = rows[sel], starts[sel]
             cols = s[:, None] + np.arange(length)[None, :]
             scan = _scan_group(yc[r[:, None], cols], config)
             p_round[sel] = scan.p_value
+            exceed_round[sel] = scan.exceed
+            groups.append((sel, scan.x, scan.threshold))
             t_round[sel] = scan.statistic
             mid_round[sel] = s + scan.split
             effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config)
+            if scan.block_lo is not None:  # epidemic: the interval against the rest, seen from the reported end
+                inner = (scan.block_lo > 0) & (scan.block_hi < length)
+                if inner.any():
+                    block = _block_effect(
+                        numc[r[:, None], cols], denc[r[:, None], cols], scan.block_lo, scan.block_hi, config
+                    )
+                    toward = np.where(scan.split == scan.block_lo, block, 1.0 / (1.0 + block) - 1.0)
+                    effect_round[sel] = np.where(inner, toward, effect_round[sel])
+        with np.errstate(invalid="ignore"):
+            big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
+        p_round, _ = _refine_floor_pvalues(
+            p_round, exceed_round, big_enough & (p_round <= config.max_pvalue), groups, config
+        )
         q_round = benjamini_hochberg(p_round)
         if not first_scan:
             first_scan = {int(row): (float(p), float(q)) for row, p, q in zip(rows, p_round, q_round)}
-        with np.errstate(invalid="ignore"):
-            big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
         ok = (p_round <= config.max_pvalue) & big_enough
         if config.max_qvalue is not None:
             ok &= q_round <= config.max_qvalue

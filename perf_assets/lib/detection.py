@@ -9,6 +9,7 @@ and the same change measured on peers that did not roll out (difference in diffe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -22,6 +23,27 @@ from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
 DETECTED_NODES = ("goodput", *SPINE_FACTORS)
+# Companion nodes (metric_tree_nodes kind 'companion', outside the identity) detected at every grain
+# that has them (gpu, node, cluster, fleet); their direction comes from the seed. Not dcgm_gpu_util
+# nor dcgm_tensor_active: their means over all samples move with allocation (idle samples count), and
+# on `incidents` seed 1 they gave 50 of the 77 unexplained changes at the GPU grain.
+DETECTED_COMPANIONS = (
+    "clock_ratio",
+    "power_ratio",
+    "thermal_ok",
+    "probe_gemm_ratio",
+    "probe_hbm_bw_ratio",
+)
+# Which nodes are detected at which grain (metric_tree_daily.grain).
+DETECTED_BY_GRAIN = {
+    "fleet": DETECTED_NODES + DETECTED_COMPANIONS,
+    "cluster": DETECTED_NODES + DETECTED_COMPANIONS,
+    "node": DETECTED_NODES + DETECTED_COMPANIONS,
+    "gpu": DETECTED_COMPANIONS,
+}
+# Minimum |relative effect| per grain (issue 7: >= 3 % at node level, >= 1 % at cluster or fleet level);
+# DetectorConfig.min_relative_effects entries "grain/metric" or "metric" take precedence.
+GRAIN_MIN_EFFECTS = {"fleet": 0.01, "cluster": 0.01, "node": 0.03, "gpu": 0.03}
 SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
 ROLLOUT_WINDOW = timedelta(days=1)
 
@@ -83,9 +105,21 @@ class SeriesBatch:
     directions: list[int]
 
 
-def build_series(metric_tree: pd.DataFrame, nodes: tuple[str, ...] = DETECTED_NODES) -> SeriesBatch:
-    """One row per (grain, entity, node) on a common daily grid; a missing day is NaN (unknown)."""
-    frame = metric_tree[metric_tree["node_id"].isin(nodes)].copy()
+def build_series(
+    metric_tree: pd.DataFrame, nodes: tuple[str, ...] | dict[str, tuple[str, ...]] = DETECTED_NODES
+) -> SeriesBatch:
+    """One row per (grain, entity, node) on a common daily grid; a missing day is NaN (unknown).
+
+    ``nodes``: the tree nodes to detect, the same at every grain, or per grain (``DETECTED_BY_GRAIN``;
+    grains not named are left out). A NULL numerator or denominator is unknown, never 0.
+    """
+    if isinstance(nodes, dict):
+        keep = pd.Series(False, index=metric_tree.index)
+        for grain, names in nodes.items():
+            keep |= (metric_tree["grain"] == grain) & metric_tree["node_id"].isin(names)
+        frame = metric_tree[keep].copy()
+    else:
+        frame = metric_tree[metric_tree["node_id"].isin(nodes)].copy()
     frame["metric_date"] = pd.to_datetime(frame["metric_date"]).dt.date
     if frame.empty:
         return SeriesBatch([], [], np.empty((0, 0)), np.empty((0, 0)), [])
@@ -93,16 +127,24 @@ def build_series(metric_tree: pd.DataFrame, nodes: tuple[str, ...] = DETECTED_NO
     first, last = dates[0], dates[-1]
     grid = [first + timedelta(days=offset) for offset in range((last - first).days + 1)]
     index = pd.MultiIndex.from_frame(frame[["grain", "entity_id", "node_id"]].drop_duplicates())
-    numerators = frame.pivot_table(
-        index=["grain", "entity_id", "node_id"], columns="metric_date", values="numerator", aggfunc="sum", dropna=False
-    ).reindex(index=index, columns=grid)
-    denominators = frame.pivot_table(
-        index=["grain", "entity_id", "node_id"],
-        columns="metric_date",
-        values="denominator",
-        aggfunc="sum",
-        dropna=False,
-    ).reindex(index=index, columns=grid)
+    keys_by_day = ["grain", "entity_id", "node_id", "metric_date"]
+    # sum(min_count=1): a NULL stays NULL (unknown), never 0
+    numerators = (
+        frame.groupby(keys_by_day)["numerator"]
+        .sum(min_count=1)
+        .unstack("metric_date")
+        .reindex(index=index, columns=grid)
+    )
+    denominators = (
+        frame.groupby(keys_by_day)["denominator"]
+        .sum(min_count=1)
+        .unstack("metric_date")
+        .reindex(index=index, columns=grid)
+    )
+    # a series with no known point at all is not measured (e.g. a DCGM field the fleet does not export)
+    known = (numerators.notna() & denominators.gt(0)).any(axis=1)
+    index = index[known.to_numpy()]
+    numerators, denominators = numerators[known], denominators[known]
     directions = frame.drop_duplicates("node_id").set_index("node_id")["direction"].to_dict()
     keys = [tuple(key) for key in index]
     return SeriesBatch(
@@ -198,6 +240,8 @@ def detect_regressions(
     cluster_nodes: dict[str, list[str]],
     config: DetectorConfig = DetectorConfig(),
     detected_at: datetime | None = None,
+    gpu_nodes: dict[str, str] | None = None,
+    grain_min_effects: dict[str, float] | None = None,
     inventory: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Change points on every goodput and spine-factor series, with their evidence and attribution.
@@ -206,13 +250,53 @@ def detect_regressions(
     frame's ``attrs["series"]`` counts the series tested, changed and too short to test, and
     ``attrs["too_short"]`` names the latter (``grain/entity/metric``): they were not tested, which
     is not the same as "no change".
+
+    Grains: the spine and the companions per cluster, for the fleet and per node, the companions
+    per GPU (``DETECTED_BY_GRAIN``). ``gpu_nodes`` maps a GPU (uuid) to its node, for the rollouts
+    that coincide and the peers of a GPU. Minimum effect of a series: ``config.min_relative_effects``
+    under ``"grain/metric"``, else under ``"metric"``, else ``grain_min_effects`` (default
+    ``GRAIN_MIN_EFFECTS``) of its grain, else ``config.min_relative_effect``. Peers of a node or a
+    GPU are the other nodes (GPUs) of its cluster; of a cluster, the other clusters.
     """
-    batch = build_series(metric_tree)
+    batch = build_series(metric_tree, DETECTED_BY_GRAIN)
     if not batch.keys:
         empty = pd.DataFrame(columns=REGRESSION_COLUMNS)
         empty.attrs.update(series={"tested": 0, "changed": 0, "too_short": 0}, too_short=[])
         return empty
-    result = detect(batch.numerators, batch.denominators, config, metrics=[key[2] for key in batch.keys])
+    gpu_nodes = gpu_nodes or {}
+    node_cluster = {node: cluster for cluster, nodes in cluster_nodes.items() for node in nodes}
+    grain_min = GRAIN_MIN_EFFECTS if grain_min_effects is None else grain_min_effects
+
+    def min_effect(grain: str, metric: str) -> float:
+        chosen = config.min_relative_effects
+        if f"{grain}/{metric}" in chosen:
+            return float(chosen[f"{grain}/{metric}"])
+        if metric in chosen:
+            return float(chosen[metric])
+        return float(grain_min.get(grain, config.min_relative_effect))
+
+    names = ["/".join(key[:3:2]) for key in batch.keys]  # grain/metric
+    per_series = dataclasses.replace(
+        config, min_relative_effects={name: min_effect(*name.split("/")) for name in set(names)}
+    )
+    result = detect(batch.numerators, batch.denominators, per_series, metrics=names)
+
+    def cluster_of(grain: str, entity: str) -> str | None:
+        if grain == "node":
+            return node_cluster.get(entity)
+        if grain == "gpu":
+            return node_cluster.get(gpu_nodes.get(entity, ""))
+        return None
+
+    def nodes_of(grain: str, entity: str) -> list[str]:
+        if grain == "fleet":
+            return sorted({node for nodes in cluster_nodes.values() for node in nodes})
+        if grain == "node":
+            return [entity]
+        if grain == "gpu":
+            return [gpu_nodes[entity]] if entity in gpu_nodes else []
+        return cluster_nodes.get(entity, [])
+
     changes = result.changes
     rollouts = software_changes(node_software)
     detected_at = detected_at or datetime.now(timezone.utc)
@@ -229,12 +313,13 @@ def detect_regressions(
             if total < 0
             else max(contributions, key=contributions.get, default=None)
         )
-        nodes = (
-            sorted({node for nodes in cluster_nodes.values() for node in nodes})
-            if grain == "fleet"
-            else cluster_nodes.get(entity, [])
-        )
-        peers = [row for row, key in enumerate(batch.keys) if key[0] == grain and key[2] == metric and key[1] != entity]
+        nodes = nodes_of(grain, entity)
+        home = cluster_of(grain, entity)
+        peers = [
+            row
+            for row, key in enumerate(batch.keys)
+            if key[0] == grain and key[2] == metric and key[1] != entity and cluster_of(grain, key[1]) == home
+        ]
         peer_effect = math.nan
         if peers:
             before = sum(np.nansum(batch.numerators[row, start : change.index]) for row in peers)

@@ -7,7 +7,13 @@ import dagster as dg
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE, WRITER_POOL
-from perf_assets.lib.detection import REGRESSION_COLUMNS, describe_regression, detect_regressions, regressions_ddl
+from perf_assets.lib.detection import (
+    GRAIN_MIN_EFFECTS,
+    REGRESSION_COLUMNS,
+    describe_regression,
+    detect_regressions,
+    regressions_ddl,
+)
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
 DETECTION_RUNS_TABLE = "detection_runs"  # one row: the last run's series tested and days (series-days)
@@ -20,11 +26,15 @@ class DetectionConfig(dg.Config):
     max_pvalue: float = 0.01
     min_relative_effect: float = 0.03
     n_permutations: int = 999
+    max_permutations: int = 99_999  # adaptive refinement of p-values at the floor 1/(1+n) under BH
     seed: int = 0
-    statistic: str = "welch"  # "rank": the robust rank-sum scan (heavy tails, spikes)
+    statistic: str = "student"  # "rank": the robust rank-sum scan (heavy tails, spikes); "welch"
+    epidemic: bool = True  # also scan intervals against the rest (student, rank): a level that moves and comes back
     max_qvalue: float | None = 0.05  # Benjamini-Hochberg FDR across the run's series; None: per series
     min_relative_effects: dict[str, float] = {}  # per metric (tree node), e.g. {"availability": 0.01}
     confirm_points: int = 7  # days after a change for the verdict "confirmed" (else provisional)
+    # minimum |relative effect| per grain (min_relative_effects entries "grain/metric" or "metric" win)
+    grain_min_relative_effects: dict[str, float] = dict(GRAIN_MIN_EFFECTS)
 
 
 @dg.asset(
@@ -35,7 +45,9 @@ class DetectionConfig(dg.Config):
     pool=WRITER_POOL,
     deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus"],
     description=(
-        "Change points in goodput and its spine factors per cluster and for the fleet, each with pooled "
+        "Change points in goodput and its spine factors per node, per cluster and for the fleet, and in the "
+        "companions (SM clock, power, thermal throttling, tensor activity, GEMM and HBM probes) per GPU, node, "
+        "cluster and fleet, each with pooled "
         "before/after levels (numerator and denominator), relative effect, 95% bootstrap CI, "
         "scan-corrected permutation p-value, Benjamini-Hochberg q-value, verdict (confirmed or provisional), "
         "the factor that moved (log contributions), coinciding rollouts, the same change on peers "
@@ -51,8 +63,10 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         max_pvalue=config.max_pvalue,
         min_relative_effect=config.min_relative_effect,
         n_permutations=config.n_permutations,
+        max_permutations=config.max_permutations,
         seed=config.seed,
         statistic=config.statistic,
+        epidemic=config.epidemic,
         max_qvalue=config.max_qvalue,
         min_relative_effects=dict(config.min_relative_effects),
         confirm_points=config.confirm_points,
@@ -64,8 +78,16 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             node_software = connection.execute("select * from staging.stg_node_software__versions").df()
             inventory = connection.execute("select * from staging.stg_inventory__gpus").df()
             cluster_nodes = inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict()
+            gpu_nodes = dict(zip(inventory["gpu_uuid"], inventory["node"]))
             found = detect_regressions(
-                metric_tree, node_software, cluster_nodes, detector, datetime.now(timezone.utc), inventory=inventory
+                metric_tree,
+                node_software,
+                cluster_nodes,
+                detector,
+                datetime.now(timezone.utc),
+                gpu_nodes=gpu_nodes,
+                grain_min_effects=dict(config.grain_min_relative_effects),
+                inventory=inventory,
             )
             connection.register("found", found)
             connection.execute(regressions_ddl(f"main.{REGRESSIONS_TABLE}"))

@@ -2,8 +2,45 @@
 -- from the seed metric_tree_nodes (the tree's shape as data), the capacity facts and the job
 -- lens (lens 'job' nodes: at the cluster and fleet grains from fct_job_lens_cluster_day, and at
 -- the 'job' grain, entity_id = job_id, from fct_job_day; the job grain has no capacity nodes).
+-- Capacity-lens nodes also at the 'node' grain (entity_id = node, from fct_node_day). Companion
+-- nodes (kind 'companion', outside the identity) at every capacity grain and at the 'gpu' grain
+-- (entity_id = gpu_uuid, companions only), rolled up Σ/Σ from int_companion_gpu_days.
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
 with
+
+companion_gpu_days as (
+    select * from {{ ref('int_companion_gpu_days') }}
+),
+
+companions as (
+    -- the companions' numerators, denominators and coverages per grain (sums of the GPU-days)
+    select
+        'gpu' as grain,
+        gpu_uuid as entity_id,
+        metric_date,
+        {%- for node_id, pair in companion_nodes().items() %}
+        cast({{ pair[0] }} as double) as {{ pair[0] }},
+        cast({{ pair[1] }} as double) as {{ pair[1] }},
+        cast(covered_{{ node_id }} as double) as coverage_{{ node_id }},
+        {%- endfor %}
+    from companion_gpu_days
+    {%- for grain, entity in [('node', 'node'), ('cluster', 'cluster'), ('fleet', "'fleet'")] %}
+    union all by name
+    select
+        '{{ grain }}' as grain,
+        {{ entity }} as entity_id,
+        metric_date,
+        {%- for node_id, pair in companion_nodes().items() %}
+        {%- if node_id not in ('dcgm_gpu_util', 'dcgm_tensor_active') %}
+        sum({{ pair[0] }}) as {{ pair[0] }},
+        sum({{ pair[1] }}) as {{ pair[1] }},
+        {%- endif %}
+        sum(covered_{{ node_id }}) / sum(gpu_count) as coverage_{{ node_id }},
+        {%- endfor %}
+    from companion_gpu_days
+    group by all
+    {%- endfor %}
+),
 
 nodes as (
     select * from {{ ref('metric_tree_nodes') }}
@@ -34,10 +71,17 @@ wide as (
         facts.metric_date,
         {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
+        {%- for measure in companion_measures() %}
+        companions.{{ measure }},
+        {%- endfor %}
         {{ job_lens_tree_columns('job_lens_clusters') }}
     from {{ ref('fct_cluster_day') }} as facts
     left join job_lens_clusters
         on facts.cluster = job_lens_clusters.cluster and facts.metric_date = job_lens_clusters.metric_date
+    left join companions
+        on companions.grain = 'cluster'
+        and companions.entity_id = facts.cluster
+        and companions.metric_date = facts.metric_date
     union all by name
     select
         'fleet' as grain,
@@ -45,9 +89,37 @@ wide as (
         facts.metric_date,
         {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
+        {%- for measure in companion_measures() %}
+        companions.{{ measure }},
+        {%- endfor %}
         {{ job_lens_tree_columns('job_lens_fleet') }}
     from {{ ref('fct_fleet_day') }} as facts
     left join job_lens_fleet on facts.metric_date = job_lens_fleet.metric_date
+    left join companions
+        on companions.grain = 'fleet'
+        and companions.entity_id = facts.fleet
+        and companions.metric_date = facts.metric_date
+    union all by name
+    -- the node grain: the capacity lens from the node-day ledger, and the companions
+    select
+        'node' as grain,
+        facts.node as entity_id,
+        facts.metric_date,
+        {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
+        {% endfor %}
+        {%- for measure in companion_measures() %}
+        companions.{{ measure }},
+        {%- endfor %}
+    from {{ ref('fct_node_day') }} as facts
+    left join companions
+        on companions.grain = 'node'
+        and companions.entity_id = facts.node
+        and companions.metric_date = facts.metric_date
+    union all by name
+    -- the gpu grain carries the companions only
+    select *
+    from companions
+    where grain = 'gpu'
     union all by name
     -- the job grain carries the job lens only
     select
@@ -62,7 +134,7 @@ measures as (
     select grain, entity_id, metric_date, measure, amount
     from wide
     unpivot include nulls (
-        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures()) | join(', ') }})
+        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures() + companion_measures()) | join(', ') }})
     )
 ),
 
@@ -96,7 +168,9 @@ final as (
         and coverages.grain = numerators.grain
         and coverages.entity_id = numerators.entity_id
         and coverages.metric_date = numerators.metric_date
-    where numerators.grain <> 'job' or nodes.lens = 'job'
+    where (numerators.grain <> 'job' or nodes.lens = 'job')
+        and (numerators.grain <> 'node' or nodes.lens = 'capacity')
+        and (numerators.grain <> 'gpu' or nodes.kind = 'companion')
 )
 
 select * from final

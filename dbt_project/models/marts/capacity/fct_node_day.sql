@@ -1,0 +1,63 @@
+-- The capacity lens per node and day (metric_tree.md §2.2 grains: gpu-hour → node-day → cluster-day
+-- → fleet-day): the node-day ledger in GPU-seconds and peak-FLOP-seconds, useful FLOPs and the spine
+-- factors, each Σ/Σ, computed as fct_cluster_day computes them. useful_flop extrapolates the node's
+-- FLOPs-known productive time to all of its productive time (coverage_program_goodput says how much
+-- was measured; with coverage 1 on every node the nodes' useful_flop add up to the cluster's exactly,
+-- tests/singular/assert_node_days_roll_up_to_cluster_days.sql).
+with
+
+ledger as (
+    select * from {{ ref('int_node_day_ledger') }}
+),
+
+specs as (
+    select * from {{ ref('gpu_sku_specs') }}
+    where dtype = '{{ var("peak_dtype", "bf16") }}'
+),
+
+dcgm as (
+    select * from {{ ref('int_dcgm_node_days') }}
+),
+
+node_days as (
+    select
+        ledger.cluster,
+        ledger.node,
+        ledger.sku,
+        ledger.metric_date,
+        ledger.gpu_count,
+        {% for state in capacity_ledger_states() %}
+        ledger.{{ state }}_gs,
+        ledger.{{ state }}_gs * specs.peak_flops_dense as {{ state }}_pfs,
+        {% endfor %}
+        ledger.productive_flops_known_gs * specs.peak_flops_dense as productive_flops_known_pfs,
+        ledger.useful_flop_known,
+        dcgm.dcgm_gpu_util_sum,
+        dcgm.dcgm_gpu_util_samples,
+        dcgm.dcgm_tensor_active_sum,
+        dcgm.dcgm_tensor_active_samples
+    from ledger
+    left join specs on ledger.sku = specs.sku
+    left join dcgm on ledger.node = dcgm.node and ledger.metric_date = dcgm.metric_date
+),
+
+with_useful as (
+    select
+        *,
+        case
+            when productive_pfs = 0 then 0
+            else useful_flop_known * productive_pfs / nullif(productive_flops_known_pfs, 0)
+        end as useful_flop,
+        {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput
+    from node_days
+),
+
+final as (
+    select
+        *,
+        coverage_program_goodput as coverage_goodput,
+        {{ capacity_factors() }}
+    from with_useful
+)
+
+select * from final
