@@ -157,12 +157,15 @@ __all__ = [
 
 #: Smallest standard error (in log-ratio units) the t statistics use; smaller is rounding noise.
 LOG_RESOLUTION = 1e-9
-STATISTICS = ("student", "welch", "rank")
+STATISTICS = ("student", "welch", "rank", "huber")
+EFFECT_FLOORS = ("estimate", "interval")
+#: Huber clipping constant of ``statistic="huber"``: values beyond ``median +- HUBER_K * 1.4826 * MAD`` are clipped.
+HUBER_K = 2.0
 SCALES = ("log", "linear")
 # Relative tolerance when counting permuted statistics >= the observed one (rounding ties).
 _TIE_RTOL = 1e-9
 # Elements of the (series x permutations x points) block scanned at once; bounds memory (~16 MB).
-_CHUNK_ELEMENTS = 2_000_000
+_CHUNK_ELEMENTS = 65_536
 
 
 @dataclass(frozen=True)
@@ -176,12 +179,15 @@ class DetectorConfig:
     confidence: float = 0.95  # of the relative-effect intervals
     seed: int = 0  # of the permutations and the bootstrap
     max_changes: int = 3  # per series (binary segmentation depth)
-    statistic: str = "student"  # "student" or "welch" (mean shift t), "rank" (robust: rank-sum z)
+    statistic: str = "student"  # "student" or "welch" (mean shift t), "rank" (rank-sum z), "huber" (clipped t)
     max_qvalue: float | None = 0.05  # Benjamini-Hochberg FDR across the series of a call; None: off
     min_relative_effects: Mapping[str, float] = field(default_factory=dict)  # per metric name
     confirm_points: int = 7  # valid points after a change for the verdict "confirmed"
     n_bootstrap: int = 999  # resamples of the bootstrap interval
     scale: str = "log"  # "log" (ratios > 0) or "linear" (any sign)
+    split_pvalue: float = 0.01  # sub-segment scans (binary segmentation) need p <= min(max_pvalue, split_pvalue)
+    effect_floor: str = "estimate"  # the minimum effect judges the "estimate" or the far end of its "interval"
+    floor_confidence: float = 0.8  # two-sided level of the Welch interval that effect_floor="interval" uses
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -212,6 +218,17 @@ class DetectorConfig:
             raise ValueError(f"statistic must be one of {STATISTICS}, got {self.statistic!r}")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+        if not 0.0 < self.split_pvalue <= 1.0:
+            raise ValueError(f"split_pvalue must be in (0, 1], got {self.split_pvalue}")
+        if 1.0 / (1 + self.n_permutations) > self.sub_segment_pvalue:
+            raise ValueError(
+                f"n_permutations={self.n_permutations} cannot reach min(max_pvalue, split_pvalue)="
+                f"{self.sub_segment_pvalue} for sub-segments: the smallest permutation p-value is 1/(1+n_permutations)"
+            )
+        if self.effect_floor not in EFFECT_FLOORS:
+            raise ValueError(f"effect_floor must be one of {EFFECT_FLOORS}, got {self.effect_floor!r}")
+        if not 0.0 < self.floor_confidence < 1.0:
+            raise ValueError(f"floor_confidence must be in (0, 1), got {self.floor_confidence}")
         if self.confirm_points < 1:
             raise ValueError(f"confirm_points must be >= 1, got {self.confirm_points}")
         if self.n_bootstrap < 1:
@@ -225,6 +242,11 @@ class DetectorConfig:
             else self.min_relative_effect
         )
 
+    @property
+    def sub_segment_pvalue(self) -> float:
+        """Largest p-value that accepts a change found in a sub-segment (binary segmentation, round 2 on)."""
+        return min(self.max_pvalue, self.split_pvalue)
+
     def min_testable_length(self) -> int:
         """Fewest valid points a series needs to be tested at all (module docstring, step 2)."""
         n = 2 * self.min_segment
@@ -234,7 +256,9 @@ class DetectorConfig:
 
     @property
     def test_name(self) -> str:
-        statistic = {"student": "Student t", "welch": "Welch t", "rank": "rank-sum z"}[self.statistic]
+        statistic = {"student": "Student t", "welch": "Welch t", "rank": "rank-sum z", "huber": "Huber-clipped t"}[
+            self.statistic
+        ]
         values = "log ratios" if self.scale == "log" else "ratios (linear)"
         fdr = f", BH q<={self.max_qvalue:g}" if self.max_qvalue is not None else ""
         return (
@@ -456,6 +480,19 @@ def _centred_ranks(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rc, (rc * rc).mean(axis=-1, keepdims=True)
 
 
+def _huber_clip(y: np.ndarray) -> np.ndarray:
+    """``y`` clipped per row to ``median +- HUBER_K * 1.4826 * MAD`` (Huber's psi around the median).
+
+    The bounds depend only on the multiset of the row's values, so clipping commutes with any
+    permutation of the row: the permutation test of a scan of the clipped values stays exact.
+    A row whose MAD is 0 (more than half its values equal) is left as it is.
+    """
+    med = np.median(y, axis=-1, keepdims=True)
+    scale = 1.4826 * np.median(np.abs(y - med), axis=-1, keepdims=True)
+    width = np.where(scale > 0, HUBER_K * scale, np.inf)
+    return np.clip(y, med - width, med + width)
+
+
 def _permutations(seed: int, length: int, count: int) -> np.ndarray:
     """``count`` permutations of ``range(length)``, a function of ``(seed, length)`` only."""
     rng = np.random.default_rng([seed, length])
@@ -499,6 +536,9 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
     else:  # student and rank: the maximum |t| (|z|) is the maximum CUSUM score (_cusum_score)
         if config.statistic == "rank":
             x, variance = _centred_ranks(y)
+        elif config.statistic == "huber":
+            x = _huber_clip(y)
+            x = x - x.mean(axis=1, keepdims=True)
         else:
             x = y - y.mean(axis=1, keepdims=True)
         score = _cusum_score(x, m)
@@ -588,6 +628,14 @@ def _split_summary(
         with np.errstate(divide="ignore", invalid="ignore"):
             base = np.where(before_level != 0, np.abs(before_level), np.nan)
             welch_low, welch_high = (d - q * se) / base, (d + q * se) / base
+    interval = config.effect_floor == "interval"  # else floor_reach is |effect| of d, unused
+    # The far end (in the direction of d) of the floor_confidence Welch interval, as a |relative effect|.
+    far = d + np.sign(d) * stats.t.ppf(0.5 + config.floor_confidence / 2.0, df) * se if interval else d
+    if config.scale == "log":
+        floor_reach = np.abs(np.expm1(far))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            floor_reach = np.abs(far) / np.where(before_level != 0, np.abs(before_level), np.nan)
     # Step (two levels) versus a straight line through the whole segment: residual sums of squares.
     xs = np.arange(length, dtype=float) - (length - 1) / 2.0
     yc = y - y.mean(axis=1, keepdims=True)
@@ -608,6 +656,7 @@ def _split_summary(
         "welch_ci_high": welch_high,
         "mean_log_difference": d,
         "drift": ss_line < ssb + ssa,
+        "floor_reach": floor_reach,
     }
 
 
@@ -617,6 +666,16 @@ def _weighted(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     einsum without BLAS: a matrix product's rounding would depend on how many changes share it.
     """
     return np.einsum("gn,bn->gb", values, weights, optimize=False)
+
+
+def _resample_counts(rng: np.random.Generator, resamples: int, n: int) -> np.ndarray:
+    """``(resamples, n)`` counts of each day in ``resamples`` draws of ``n`` days with replacement.
+
+    The same distribution as ``rng.multinomial(n, [1/n] * n, size=resamples)``, from one integer draw
+    and one bincount (several times faster than numpy's multinomial for these sizes).
+    """
+    picks = rng.integers(0, n, (resamples, n)) + (np.arange(resamples) * n)[:, None]
+    return np.bincount(picks.ravel(), minlength=resamples * n).reshape(resamples, n).astype(float)
 
 
 def _bootstrap_intervals(
@@ -652,15 +711,16 @@ def _bootstrap_intervals(
                 before[start : start + chunk] = np.median(rb[start : start + chunk][:, ib], axis=-1)
                 after[start : start + chunk] = np.median(ra[start : start + chunk][:, ia], axis=-1)
         else:  # pooled levels of the resamples, from resampling counts
-            wb = rng.multinomial(nb, np.full(nb, 1.0 / nb), size=b).astype(float)  # (B, nb)
-            wa = rng.multinomial(na, np.full(na, 1.0 / na), size=b).astype(float)
+            wb, wa = _resample_counts(rng, b, int(nb)), _resample_counts(rng, b, int(na))  # (B, nb), (B, na)
             before = _weighted(bn, wb) / _weighted(bd, wb)
             after = _weighted(an, wa) / _weighted(ad, wa)
         effect = _relative(after, before, config.scale)
         finite = np.isfinite(effect)
         bounds = np.full((sel.size, 2), np.nan)
         ok = finite.any(axis=1)
-        if ok.any():
+        if finite.all():  # the usual case; np.quantile is several times faster than np.nanquantile
+            bounds = np.quantile(effect, [alpha / 2.0, 1.0 - alpha / 2.0], axis=1).T
+        elif ok.any():
             masked = np.where(finite[ok], effect[ok], np.nan)
             bounds[ok] = np.nanquantile(masked, [alpha / 2.0, 1.0 - alpha / 2.0], axis=1).T
         for j, i in enumerate(sel):
@@ -744,12 +804,19 @@ def detect(
             t_round[sel] = scan.statistic
             mid_round[sel] = s + scan.split
             effect_round[sel] = _pooled_effect(numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config)
+            if config.effect_floor == "interval":  # the floor judges the far end of the effect's interval
+                reach = _split_summary(
+                    yc[r[:, None], cols], numc[r[:, None], cols], denc[r[:, None], cols], scan.split, config
+                )["floor_reach"]
+                effect_round[sel] = np.where(reach > np.abs(effect_round[sel]), reach, effect_round[sel])
+        first_round = not first_scan
         q_round = benjamini_hochberg(p_round)
         if not first_scan:
             first_scan = {int(row): (float(p), float(q)) for row, p, q in zip(rows, p_round, q_round)}
         with np.errstate(invalid="ignore"):
             big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
-        ok = (p_round <= config.max_pvalue) & big_enough
+        max_p = config.max_pvalue if first_round else config.sub_segment_pvalue
+        ok = (p_round <= max_p) & big_enough
         if config.max_qvalue is not None:
             ok &= q_round <= config.max_qvalue
         candidates = sorted((float(p_round[i]), -abs(float(t_round[i])), i) for i in np.flatnonzero(ok))
@@ -771,29 +838,33 @@ def detect(
     # first scan of a series with two changes sees both later regimes on one side). If that makes
     # an effect smaller than its minimum, the weakest such change of the series is merged away and
     # its neighbours are measured again.
-    splits = {row: sorted(mids) for row, mids in accepted.items()}
+    # ``splits``: row -> [(compact split, evidence of the scan that found it)], in order.
+    splits = {row: sorted(found_at.items()) for row, found_at in accepted.items()}
     while True:
         items: list[tuple[int, int, int, int]] = []  # (row, previous bound, change, next bound)
-        for row, mids in sorted(splits.items()):
-            bounds = [0, *mids, int(n_valid[row])]
-            items += [(row, bounds[i], bounds[i + 1], bounds[i + 2]) for i in range(len(mids))]
+        evidence: list[tuple[float, float, float]] = []
+        for row, row_splits in sorted(splits.items()):
+            bounds = [0, *(mid for mid, _ in row_splits), int(n_valid[row])]
+            items += [(row, bounds[i], bounds[i + 1], bounds[i + 2]) for i in range(len(row_splits))]
+            evidence += [ev for _, ev in row_splits]
         summaries = _summaries(items, yc, numc, denc, config)
         weakest: dict[int, tuple[float, int]] = {}
         for (row, _, mid, _), summary in zip(items, summaries):
             effect = abs(summary["relative_effect"])
+            if config.effect_floor == "interval":
+                effect = max(effect, summary["floor_reach"]) if math.isfinite(effect) else effect
             small = not effect >= min_effect[row] and min_effect[row] > 0.0  # NaN (linear, before 0) is small
             if small and not effect >= weakest.get(row, (math.inf, 0))[0]:
                 weakest[row] = (effect, mid)
         if not weakest:
             break
         for row, (_, mid) in weakest.items():
-            splits[row].remove(mid)
+            splits[row] = [(m, ev) for m, ev in splits[row] if m != mid]
 
     intervals = _bootstrap_intervals(items, numc, denc, config)
     test_name = config.test_name
     found = []
-    for (row, _, mid, _), summary, (ci_low, ci_high) in zip(items, summaries, intervals):
-        p, q, t = accepted[row][mid]
+    for (row, _, mid, _), summary, (ci_low, ci_high), (p, q, t) in zip(items, summaries, intervals, evidence):
         effect = float(summary["relative_effect"])
         absolute = float(summary["absolute_effect"])
         rising = effect > 0 if math.isfinite(effect) and effect != 0 else absolute > 0 or (absolute == 0 and t > 0)
