@@ -90,8 +90,9 @@ Method, per series (all series of the same length at once):
    of the daily ratios instead (a spike must not move the effect that the minimum-effect rule
    judges), for the effect filter of step 5 as well; the numerator and denominator sums are still
    reported. If a change's effect falls below its minimum there (judged as in step 5: the
-   estimate, or with ``effect_floor="interval"`` the far end of its interval), the weakest such change of the series is merged away and the others are measured again (a
-   merge step in the spirit of Hunter's, on effect size only). ``p_value``, ``q_value`` and
+   estimate, or with ``effect_floor="interval"`` the far end of its interval), the weakest such
+   change of the series is merged away and the others are measured again (a merge step in the
+   spirit of Hunter's, on effect size only). ``p_value``, ``q_value`` and
    ``statistic`` stay those of the scan that found the change.
 8. Evidence per change. ``ci_low``/``ci_high``: a percentile bootstrap interval of the pooled
    relative effect itself (days resampled with replacement within each side, ``n_bootstrap``
@@ -124,9 +125,9 @@ segment and keeps the t scan's power on clean steps, but a segment that holds a 
 wide MAD, so large spikes still weigh; on the benchmark's tuning series it tied the Student scan
 (F1 0.846 vs 0.847), so Student stays the default. All four are exact permutation tests, so none
 is "more calibrated"; a per-series automatic choice is not offered because any rule that looks
-only at the values (and so keeps the permutation test exact) cannot tell a few spikes from a short new regime. A single-split scan has little power for
-an "epidemic" change (a level that moves and comes back in the middle of a segment): the scan of
-the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
+only at the values (and so keeps the permutation test exact) cannot tell a few spikes from a short
+new regime. A single-split scan has little power for an "epidemic" change (a level that moves and
+comes back in the middle of a segment): the scan of the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
 
 Related work. Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data" (E-divisive, arXiv 1306.4933) find change points by a divergence-based
