@@ -127,7 +127,8 @@ wide MAD, so large spikes still weigh; on the benchmark's tuning series it tied 
 is "more calibrated"; a per-series automatic choice is not offered because any rule that looks
 only at the values (and so keeps the permutation test exact) cannot tell a few spikes from a short
 new regime. A single-split scan has little power for an "epidemic" change (a level that moves and
-comes back in the middle of a segment): the scan of the whole series sees a mixture on one side. Wild binary segmentation would fix that; not done.
+comes back in the middle of a segment): the scan of the whole series sees a mixture on one side.
+Wild binary segmentation would fix that; not done.
 
 Related work. Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
 Multivariate Data" (E-divisive, arXiv 1306.4933) find change points by a divergence-based
