@@ -279,3 +279,71 @@ def test_linear_scale_takes_zero_and_negative_values():
     assert cp.absolute_effect == pytest.approx(-1.0 + 0.055, abs=0.01)  # CALM's second half is 0.055 higher
     assert cp.relative_effect == pytest.approx(cp.absolute_effect / abs(cp.before_level))
     assert "linear" in cp.test
+
+
+# --------------------------------------------------------------------------- Huber scan, sub-segment p, effect floor
+
+
+def test_huber_scan_keeps_the_nominal_rate_on_noise_and_finds_a_step_among_spikes():
+    values = _noise(200, 20, seed=5)
+    config = DetectorConfig(statistic="huber", max_pvalue=0.05, max_qvalue=None, min_relative_effect=0.0)
+    result = detect(values, np.ones_like(values), DetectorConfig(**{**config.__dict__, "max_changes": 1}))
+    rate = sum(s.status == "changed" for s in result.series) / 200
+    assert 0.015 <= rate <= 0.085, rate  # clipping bounds depend on the values only: the permutation test is exact
+    spiky = np.array(CALM)
+    spiky[15:] = np.round(spiky[15:] * 0.92, 2)
+    spiky[[5, 20, 26]] = [16.0, 15.0, 17.0]
+    p = {
+        st: detect(spiky, ONES30, DetectorConfig(statistic=st)).series[0].p_value for st in ("student", "huber", "rank")
+    }
+    # clipping at median +- 2 MAD-sigmas of the whole segment (the -8% step widens it) takes the spikes' weight
+    # only partly: better than the plain t scan, not as robust as ranks
+    assert p["rank"] <= 0.01 < p["huber"] < p["student"] / 4
+    # its levels are pooled (sum / sum, as for the t scans): the spikes after day 15 cancel the -8% there, so
+    # only without the minimum effect is the change reported
+    loose = DetectorConfig(statistic="huber", max_pvalue=0.2, max_qvalue=None)
+    assert detect_change_points(spiky, ONES30, loose) == []
+    (cp,) = detect_change_points(spiky, ONES30, DetectorConfig(**{**loose.__dict__, "min_relative_effect": 0.0}))
+    assert cp.index == 15 and abs(cp.relative_effect) < 0.03 and cp.test.startswith("max-scan Huber-clipped t")
+
+
+def test_sub_segment_scans_need_the_stricter_split_pvalue():
+    assert DetectorConfig(max_pvalue=0.1).sub_segment_pvalue == 0.01
+    assert DetectorConfig(max_pvalue=0.001).sub_segment_pvalue == 0.001
+    with pytest.raises(ValueError, match="sub-segments"):
+        DetectorConfig(max_pvalue=0.1, n_permutations=49)
+    # 40 noise series with one clear step each: at max_pvalue 0.5 for every round, sub-segments of pure noise
+    # split often; with the default split_pvalue (0.01) hardly ever
+    values = _noise(40, 40, seed=11)
+    values[:, 20:] *= 1.2
+    loose = DetectorConfig(max_pvalue=0.5, split_pvalue=1.0, max_qvalue=None, min_relative_effect=0.0)
+    strict = DetectorConfig(max_pvalue=0.5, max_qvalue=None, min_relative_effect=0.0)
+    n_loose = len(detect_change_points(values, np.ones_like(values), loose))
+    n_strict = len(detect_change_points(values, np.ones_like(values), strict))
+    assert n_strict <= 40 + 4 and n_loose > n_strict + 10
+
+
+def test_interval_effect_floor_keeps_a_significant_step_whose_estimate_is_just_under_the_floor():
+    rng = np.random.default_rng(12)
+    noise = rng.normal(0.0, 0.01, 40)
+    noise[:20] -= noise[:20].mean()
+    noise[20:] -= noise[20:].mean()
+    values = 10.0 * np.exp(noise)
+    values[20:] *= 0.972  # a -2.8% step: significant, its estimate under the 3% floor
+    assert detect_change_points(values, np.ones(40), DetectorConfig(max_qvalue=None)) == []
+    (cp,) = detect_change_points(values, np.ones(40), DetectorConfig(max_qvalue=None, effect_floor="interval"))
+    assert cp.index == 20 and -0.03 < cp.relative_effect < -0.02  # reported with its own estimate
+    # a change the interval puts entirely under the floor stays out
+    small = 10.0 * np.exp(rng.normal(0.0, 0.002, 40))
+    small[20:] *= 0.99
+    assert detect_change_points(small, np.ones(40), DetectorConfig(max_qvalue=None, effect_floor="interval")) == []
+
+
+def test_bootstrap_resample_counts_are_multinomial():
+    from perf_assets.lib.changepoint import _resample_counts
+
+    counts = _resample_counts(np.random.default_rng(0), 4000, 7)
+    assert counts.shape == (4000, 7) and (counts.sum(axis=1) == 7).all()
+    # Multinomial(7, 1/7 each): every cell has mean 1 and variance 6/7
+    assert np.abs(counts.mean(axis=0) - 1.0).max() < 0.06
+    assert np.abs(counts.var(axis=0) - 6.0 / 7.0).max() < 0.08
