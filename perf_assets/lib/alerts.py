@@ -520,7 +520,11 @@ def _alert_id(incident: dict) -> str:
 
 
 def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
-    """The stored alert this incident is: same entity, metric group and direction, change day ± 2 days.
+    """The stored alert this incident is: same root entity and direction, change day ± 2 days.
+
+    The metric group is not part of the key: an incident group already holds every metric of its
+    root entity within ± 2 days (perf_assets/lib/grouping.py), and the headline metric of a group can
+    change between runs as evidence accumulates (a companion first, goodput once it moves).
 
     The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
     that wanders a day at a time cannot drag an alert along.
@@ -532,10 +536,9 @@ def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
     change = date.fromisoformat(incident["change_date"])
     best = None
     for alert in alerts:
-        if (alert["grain"], alert["entity_id"], alert["metric_group"], alert["direction"]) != (
+        if (alert["grain"], alert["entity_id"], alert["direction"]) != (
             incident["grain"],
             incident["entity_id"],
-            incident["metric_group"],
             incident["direction"],
         ):
             continue

@@ -19,8 +19,7 @@ owner acts on (a rollout on two nodes of h100: the h100 cluster, children the no
 child too). A fleet row is the root only of a group without narrower rows. When the row that would be
 root is marked a mix effect (column `attribution` = 'mix', when a producer sets it), its change is a
 composition effect and not explained by its children: the root is then the most specific entity of the
-group instead. Within the root entity the headline metric is goodput when it moved, else the row with the
-smallest p-value.
+group instead. Within the root entity the headline metric is goodput when it moved, else a spine factor, else a companion; ties by the smallest p-value, then the largest effect.
 """
 
 from __future__ import annotations
@@ -44,10 +43,29 @@ def _day(value: object) -> date:
     return date.fromisoformat(str(value)[:10])
 
 
+SPINE = ("availability", "allocation", "runtime_goodput", "program_goodput")
+
+
+def _headline_rank(row: dict) -> int:
+    """Goodput first, then its spine factors, then the rest (companions: SM clock, power, probes): what an
+    owner acts on is the loss of goodput, and a companion is evidence for it."""
+    metric = str(row["metric"])
+    return 0 if metric == "goodput" else 1 if metric in SPINE else 2
+
+
 def _headline(rows: list[dict]) -> dict:
-    goodput = [row for row in rows if row["metric"] == "goodput"]
-    pool = goodput or rows
-    return min(pool, key=lambda row: (row.get("p_value") is None, row.get("p_value") or 0.0, row["regression_id"]))
+    """The row that speaks for rows of one entity: by `_headline_rank`, then the smallest p-value, then
+    the largest |relative effect|, then the id (deterministic)."""
+    return min(
+        rows,
+        key=lambda row: (
+            _headline_rank(row),
+            row.get("p_value") is None,
+            row.get("p_value") or 0.0,
+            -abs(row.get("relative_effect") or 0.0),
+            row["regression_id"],
+        ),
+    )
 
 
 def group_regressions(regressions: pd.DataFrame, topology: Topology | None = None) -> pd.DataFrame:

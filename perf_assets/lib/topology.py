@@ -84,7 +84,7 @@ INVENTORY_SQL = "select distinct gpu_uuid, node, rack, cluster from {table}"
 def read_topology(query) -> Topology:
     """The topology from the warehouse's inventory staging table; `query(sql)` returns a DataFrame.
     An older snapshot without it gives an empty topology (scopes nest only for the same entity and the fleet)."""
-    for table in ("staging.stg_inventory__gpus", "stg_inventory__gpus"):
+    for table in ("dim_gpus", "staging.stg_inventory__gpus"):  # the published snapshot has the mart
         try:
             return Topology.from_frame(query(INVENTORY_SQL.format(table=table)))
         except Exception:  # noqa: BLE001 - table absent in this snapshot

@@ -44,7 +44,7 @@ def read_inputs(home: DataHome):
     group_name="alerts",
     owners=[OWNER],
     kinds={"python", "json"},
-    deps=[REGRESSIONS_TABLE],
+    deps=[REGRESSIONS_TABLE, "dim_gpus"],  # dim_gpus: the topology that groups an incident
     description=(
         "Upserts each regression incident (entity + metric group + direction, change day ± 2 days) into the "
         "alert store alerts/events.jsonl as open, or expected when annotations.yaml covers it; resolves alerts "
