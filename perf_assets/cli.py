@@ -104,6 +104,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         "--max-qvalue": args.max_qvalue,
         "--min-effect": args.min_effect,
         "--robust": args.robust or None,
+        "--statistic": args.statistic,
         "--seed": args.seed,
         "--scale": args.scale,
         "--min-segment": args.min_segment,
@@ -147,7 +148,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             max_pvalue=pick(args.max_pvalue, 0.01),
             max_qvalue=None if max_qvalue.lower() == "none" else float(max_qvalue),
             min_relative_effect=pick(args.min_effect, 0.03),
-            statistic="rank" if args.robust else "welch",
+            statistic="rank" if args.robust else pick(args.statistic, "student"),
             seed=pick(args.seed, 0),
             scale=pick(args.scale, "log"),
             min_segment=pick(args.min_segment, 3),
@@ -414,6 +415,11 @@ def parser() -> argparse.ArgumentParser:
     )
     detect.add_argument("--min-effect", type=float, help="minimum |relative effect| to report (default 0.03)")
     detect.add_argument("--robust", action="store_true", help="rank-sum scan: for heavy tails and spikes")
+    detect.add_argument(
+        "--statistic",
+        choices=["student", "welch", "rank", "huber"],
+        help="scan statistic (default student, as the warehouse's detection; --robust means rank)",
+    )
     detect.add_argument("--seed", type=int, help="seed of the permutations and the bootstrap (default 0)")
     detect.add_argument(
         "--scale",

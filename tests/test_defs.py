@@ -37,7 +37,7 @@ def test_lineage_runs_from_raw_to_alerts(specs):
     staged = {dep.asset_key.to_user_string() for dep in specs["stg_sacct__allocations"].deps}
     assert staged == {"raw_sacct"}  # the dbt source is the ingest asset: one node, one edge
     assert {dep.asset_key.to_user_string() for dep in specs["regressions"].deps} >= {"metric_tree_daily"}
-    assert {dep.asset_key.to_user_string() for dep in specs["alert_outbox"].deps} == {"regressions"}
+    assert {dep.asset_key.to_user_string() for dep in specs["alert_outbox"].deps} == {"regressions", "dim_gpus"}
     assert specs["detection_evaluation"].group_name == "evaluation"
 
 

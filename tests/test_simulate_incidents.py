@@ -377,8 +377,9 @@ def test_evaluation_ignores_decoys_as_targets_and_counts_alerts_on_them():
     decoy = {"incident_id": "d", "cluster": "a100", "start": "2026-10-15T00:00:00Z", "factor": None, "decoy": True}
     found = pd.DataFrame([regression("2026-10-06", "h100"), regression("2026-10-15", "a100")])
     score = evaluate(found, [real, decoy])
-    assert (score.labels, score.detected_labels, score.recall) == (1, 1, 1.0)
-    assert (score.cluster_regressions, score.explained_regressions, score.precision) == (2, 1, 0.5)
+    assert (score["labels"], score["decoys"], score["detected_labels"], score["recall"]) == (1, 1, 1, 1.0)
+    assert (score["groups"], score["true_positive_groups"], score["precision"]) == (2, 1, 0.5)
+    assert [group["why"] for group in score["false_alarm_groups"]] == ["decoy"]
 
 
 def test_evaluation_explains_a_regression_on_any_cluster_of_a_mix_shift():
@@ -404,4 +405,4 @@ def test_evaluation_explains_a_regression_on_any_cluster_of_a_mix_shift():
             }
         ]
     )
-    assert evaluate(found, [label]).precision == 1.0
+    assert evaluate(found, [label])["precision"] == 1.0
