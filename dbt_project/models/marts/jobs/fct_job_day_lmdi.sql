@@ -110,7 +110,8 @@ final as (
         {{ attribution_display("case when kind = 'root' and goodput_0 > 0 and goodput_1 > 0 then goodput_1 - goodput_0
             else " ~ logmean('goodput_1', 'goodput_0') ~ " * dln end") }} as dg_additive,
         {{ attribution_display('exp(dln)') }} as d_multiplicative,
-        {{ attribution_display("dln / nullif(ln(goodput_1 / nullif(goodput_0, 0)), 0)") }} as share_of_dln_g,
+        {{ attribution_display("case when goodput_0 > 0 and goodput_1 > 0 and goodput_1 <> goodput_0
+            then dln / ln(goodput_1 / goodput_0) end") }} as share_of_dln_g,
         ----------  dates
         previous_date,
         metric_date
