@@ -750,16 +750,24 @@ def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
         return np.where(before != 0, (after - before) / np.abs(before), np.nan)
 
 
-def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, config: DetectorConfig) -> np.ndarray:
-    """Relative effect of the levels (pooled; medians for the rank scan) for each row of (G, L) at ``split``."""
-    left = np.arange(num.shape[1])[None, :] < split[:, None]
+def _levels(
+    num: np.ndarray, den: np.ndarray, inside: np.ndarray, config: DetectorConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """Levels inside and outside a (G, L) mask per row: pooled Σnum/Σden, medians of the ratios for the rank scan."""
     if config.statistic == "rank":
         ratio = num / den
-        before = np.nanmedian(np.where(left, ratio, np.nan), axis=1)
-        after = np.nanmedian(np.where(left, np.nan, ratio), axis=1)
-    else:
-        before = np.where(left, num, 0.0).sum(axis=1) / np.where(left, den, 0.0).sum(axis=1)
-        after = np.where(left, 0.0, num).sum(axis=1) / np.where(left, 0.0, den).sum(axis=1)
+        return (
+            np.nanmedian(np.where(inside, ratio, np.nan), axis=1),
+            np.nanmedian(np.where(inside, np.nan, ratio), axis=1),
+        )
+    level_in = np.where(inside, num, 0.0).sum(axis=1) / np.where(inside, den, 0.0).sum(axis=1)
+    level_out = np.where(inside, 0.0, num).sum(axis=1) / np.where(inside, 0.0, den).sum(axis=1)
+    return level_in, level_out
+
+
+def _pooled_effect(num: np.ndarray, den: np.ndarray, split: np.ndarray, config: DetectorConfig) -> np.ndarray:
+    """Relative effect of the levels (pooled; medians for the rank scan) for each row of (G, L) at ``split``."""
+    before, after = _levels(num, den, np.arange(num.shape[1])[None, :] < split[:, None], config)
     return _relative(after, before, config.scale)
 
 
@@ -768,14 +776,7 @@ def _block_effect(
 ) -> np.ndarray:
     """Relative effect of the level inside ``[lo, hi)`` against the rest (pooled; medians for rank)."""
     cols = np.arange(num.shape[1])[None, :]
-    inside = (cols >= lo[:, None]) & (cols < hi[:, None])
-    if config.statistic == "rank":
-        ratio = num / den
-        level_in = np.nanmedian(np.where(inside, ratio, np.nan), axis=1)
-        level_out = np.nanmedian(np.where(inside, np.nan, ratio), axis=1)
-    else:
-        level_in = np.where(inside, num, 0.0).sum(axis=1) / np.where(inside, den, 0.0).sum(axis=1)
-        level_out = np.where(inside, 0.0, num).sum(axis=1) / np.where(inside, 0.0, den).sum(axis=1)
+    level_in, level_out = _levels(num, den, (cols >= lo[:, None]) & (cols < hi[:, None]), config)
     return _relative(level_in, level_out, config.scale)
 
 
