@@ -343,3 +343,36 @@ def test_the_threshold_check_fails_below_the_scenarios_floor_and_skips_other_sce
     assert "precision None" in failed.metadata["failures"].value  # unknown is not a pass
     skipped = threshold_check({"scenario": "incidents", "recall": 0.1}, DEFAULT_THRESHOLDS)
     assert skipped.passed and skipped.metadata["checked"].value is False
+
+
+def test_a_change_back_at_an_incidents_end_is_its_recovery_not_a_false_alarm():
+    label = {
+        "incident_id": "thermal",
+        "kind": "thermal_throttle",
+        "cluster": "h100",
+        "scope": {"clusters": ["h100"]},
+        "start": "2026-10-11T00:00:00Z",
+        "end": "2026-10-16T00:00:00Z",
+        "direction": "regression",
+        "factor": "program_goodput",
+        "decoy": False,
+    }
+    down = {
+        "regression_id": "down",
+        "grain": "cluster",
+        "entity_id": "h100",
+        "metric": "program_goodput",
+        "change_kind": "regression",
+        "change_date": "2026-10-11",
+        "p_value": 0.001,
+        "relative_effect": -0.1,
+    }
+    back = down | {"regression_id": "back", "change_kind": "improvement", "change_date": "2026-10-17"}
+    late = down | {"regression_id": "late", "change_kind": "improvement", "change_date": "2026-10-20"}
+
+    report = evaluate(pd.DataFrame([down, back]), [label])
+    assert report["false_alarms"]["count"] == 0 and report["precision"] == 1.0
+    assert [group["recovery_of"] for group in report["recovery_groups"]] == ["thermal"]
+
+    report = evaluate(pd.DataFrame([down, late]), [label])  # 4 days after the end: not its recovery
+    assert report["false_alarms"]["count"] == 1 and report["recovery_groups"] == []

@@ -24,6 +24,7 @@ from perf_assets.lib.grouping import group_regressions
 from perf_assets.lib.topology import Topology
 
 MATCH_DAYS = 2
+OPPOSITE = {"regression": "improvement", "improvement": "regression"}
 Z95 = 1.959963984540054
 MAGNITUDE_BUCKETS = ((0.05, "<5%"), (0.10, "5-10%"), (math.inf, ">=10%"))
 
@@ -256,11 +257,31 @@ def evaluate(
         matched_groups[g_index] = (l_index, delay, row)
         matched_labels.add(l_index)
 
+    # recoveries: the end of a real incident is a real change back, in the opposite direction (a throttled GPU
+    # cooling down): a group in the label's scope within 2 days of its `end`, of the other direction, is that
+    # label's recovery. It neither matches the label nor counts as a false alarm.
+    recoveries = []
+    for g_index, group in enumerate(groups):
+        if g_index in matched_groups:
+            continue
+        for label in real:
+            end = _label_day(label.get("end"))
+            if end is None or label.get("direction") not in OPPOSITE or group.direction != OPPOSITE[label["direction"]]:
+                continue
+            if any(
+                overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
+                and abs((row["_day"] - end).days) <= MATCH_DAYS
+                for row in group.rows
+            ):
+                recoveries.append((g_index, group.summary() | {"recovery_of": label["incident_id"]}))
+                break
+    recovered = {g_index for g_index, _ in recoveries}
+
     # false alarms, attributed to the label (real or decoy) whose scope and window [start - 2 d, end + 2 d] hold
     # them and whose start is nearest (a tie: the real label), else unattributed
     false_alarms = []
     for g_index, group in enumerate(groups):
-        if g_index in matched_groups:
+        if g_index in matched_groups or g_index in recovered:
             continue
         holders = []
         for order, (label, role) in enumerate([(r, "label_window") for r in real] + [(d, "decoy") for d in decoys]):
@@ -382,7 +403,7 @@ def evaluate(
             )
 
     tp = len(matched_groups)
-    overall_precision = proportion(tp, len(groups), "no incident group detected")
+    overall_precision = proportion(tp, len(groups) - len(recoveries), "no incident group detected")
     overall_recall = proportion(len(matched_labels), len(real), "no labels")
     delays = sorted(m["delay_days"] for m in matches)
     fa_rate = {
@@ -402,6 +423,7 @@ def evaluate(
         "decoys": len(decoys),
         "groups": len(groups),
         "true_positive_groups": tp,
+        "recovery_groups": [summary for _, summary in recoveries],
         "overall": {
             "precision": overall_precision,
             "recall": overall_recall,
@@ -485,6 +507,11 @@ def table_markdown(report: dict) -> str:
             "n/a (" + fa.get("reason", "") + ")"
             if fa["per_1000_series_days"] is None
             else f"{fa['per_1000_series_days']:.3f} per 1,000"
+        ),
+        "- recoveries (a change back at an incident's end; neither a detection nor a false alarm): "
+        + (
+            ", ".join(f"{g['root']} {g['change_date']} ({g['recovery_of']})" for g in report.get("recovery_groups", []))
+            or "none"
         ),
         f"- factor accuracy: {_fmt(report['factor_accuracy'])}",
         f"- cause accuracy (top candidate): {_fmt(report['cause_accuracy'])}, ties at the top {report['cause_accuracy']['ties_at_top']}, "
