@@ -58,7 +58,7 @@ def line_chart(
     step = plot_w / max(len(days) - 1, 1)
 
     def x(day: str, shift: float = 0.0) -> float:
-        return LEFT + (index[day] + shift) * step
+        return min(max(LEFT + (index[day] + shift) * step, LEFT), WIDTH - RIGHT)
 
     def y(value: float) -> float:
         return TOP + plot_h * (1 - (value - low) / (high - low))
