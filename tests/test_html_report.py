@@ -64,7 +64,7 @@ def test_job_report_shows_fct_job_factors(demo_home, demo_snapshot, tmp_path, ca
     assert 1 - sum(value for _, value in fall["steps"]) == pytest.approx(row["job_goodput"], rel=1e-9)
     assert fall["end"][1] == pytest.approx(row["job_goodput"])
     assert len(data["days"]) == row["job_days"] and data["job"]["restarts"] == 1
-    assert 'attempts</td><td class="n">2 attempts' in html
+    assert "<td>attempts</td><td>2 attempts</td>" in html and "<td>restarts</td><td>1 restarts</td>" in html
     assert "No traces for this job" in html and "<svg" in html
     assert data["expected_ettr"]["value"] is not None and "against" in html
 
