@@ -68,6 +68,10 @@ def pct(value: Any, digits: int = 1) -> str:
     return "unknown" if not known(value) else f"{float(value) * 100:+.{digits}f} %"
 
 
+def share(value: Any) -> str:
+    return "unknown" if not known(value) else f"{float(value) * 100:.1f} %"
+
+
 def fraction(value: Any) -> str:
     return "unknown" if not known(value) else f"{float(value):.4f} (fraction)"
 
@@ -401,6 +405,8 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         )
     )
     headline = rows[0] if rows else {}
+    units = published_frame(home, "select node_id, any_value(unit) as unit from metric_tree_daily group by node_id")
+    units = dict(zip(units["node_id"], units["unit"]))
     factors = json.loads(headline.get("factor_log_contributions") or "{}")
     causes = json.loads(headline.get("cause_candidates") or "[]")
     if not causes and alert.get("top_cause"):
@@ -419,6 +425,7 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         "causes": causes,
         "coinciding": json.loads(headline.get("coinciding_changes") or "[]") or alert.get("coinciding_changes") or [],
         "children": alert.get("children") or [],
+        "units": units,
         "impact": alert.get("impact") or {},
     }
 
@@ -504,8 +511,8 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
             c["entity_id"],
             c["metric"],
             c.get("change_date") or "unknown",
-            num(c.get("before_level"), ""),
-            num(c.get("after_level"), ""),
+            num(c.get("before_level"), data["units"].get(c["metric"]) or "(unit unknown)"),
+            num(c.get("after_level"), data["units"].get(c["metric"]) or "(unit unknown)"),
             pct(c.get("relative_effect")),
             f"{pct(c.get('ci_low'))} to {pct(c.get('ci_high'))}",
         ]
@@ -633,7 +640,7 @@ def render_fleet(data: dict, home: DataHome, out_dir: Path) -> str:
             num(r["f1"], "(fraction)"),
             num(r["dln"], "Δln"),
             num(r["dg_additive"], "ΔG"),
-            pct(r["share_of_dln_g"]),
+            share(r["share_of_dln_g"]),
         ]
         for r in data["lmdi"]
     ]
