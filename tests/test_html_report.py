@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 
@@ -23,6 +24,8 @@ def _alpha_alert(home) -> dict:
 def _self_contained(html: str) -> None:
     assert "http://" not in html and "https://" not in html
     assert "src=" not in html and "<script" not in html and "<link" not in html and "@import" not in html
+    for drawing in re.findall(r"<svg.*?</svg>", html, re.S):
+        ElementTree.fromstring(drawing)  # well-formed
     for target in re.findall(r'href="([^"]*)"', html):
         assert re.fullmatch(r"alert-[0-9a-f]+\.html", target), target
 
@@ -63,6 +66,9 @@ def test_job_report_shows_fct_job_factors(demo_home, demo_snapshot, tmp_path, ca
     fall = data["waterfall"]
     assert 1 - sum(value for _, value in fall["steps"]) == pytest.approx(row["job_goodput"], rel=1e-9)
     assert fall["end"][1] == pytest.approx(row["job_goodput"])
+    queues = sum(value for _, value in fall["steps"][:2])
+    assert 1 - queues == pytest.approx(row["allocated_pfs"] / row["eligible_pfs"])
+    assert sorted(fall["subtotals"].values()) == ["allocated", "productive"]
     assert len(data["days"]) == row["job_days"] and data["job"]["restarts"] == 1
     assert "<td>attempts</td><td>2 attempts</td>" in html and "<td>restarts</td><td>1 restarts</td>" in html
     assert "No traces for this job" in html and "<svg" in html
@@ -111,6 +117,11 @@ def test_unknown_job_or_alert_exits_2(demo_home, capsys):
     assert "no job 'no-such-job'" in capsys.readouterr().err
     assert main(["report", "--alert", "ffffffffff", "--data-dir", str(demo_home.root)]) == 2
     assert "no alert" in capsys.readouterr().err
+
+
+def test_out_needs_a_report_kind(demo_home, capsys):
+    assert main(["report", "--out", "x.html", "--data-dir", str(demo_home.root)]) == 2
+    assert "--out goes with" in capsys.readouterr().err
 
 
 def test_unknown_is_never_zero():

@@ -180,6 +180,7 @@ def job_data(home: DataHome, job_id: str) -> dict:
         "start": ("eligible", 1.0 if known(eligible) and float(eligible) > 0 else None),
         "steps": [(name, _ratio(value, eligible)) for name, value in steps],
         "end": ("useful work (G)", _ratio(job.get("useful_flop"), eligible)),
+        "subtotals": {1: "allocated", len(steps) - 2: "productive"},
     }
     leaves = [
         {
@@ -347,7 +348,7 @@ def render_job(data: dict, home: DataHome) -> str:
         + table(["factor", "value", "numerator", "denominator", "ratio of"], spine_rows, 1)
         + f"<p>{escape(product_text)}</p>",
         "<h2>Waterfall: eligible time → useful work</h2>"
-        + svg.waterfall(fall["start"], fall["steps"], fall["end"][0], unit=fall["unit"]),
+        + svg.waterfall(fall["start"], fall["steps"], fall["end"][0], unit=fall["unit"], subtotals=fall["subtotals"]),
         "<h2>Badput leaves</h2>" + table(["leaf", "GPU-seconds", "peak-FLOP-seconds", "share of allocated"], leaf_rows),
         "<h2>ETTR against expected</h2>" + f"<p>{escape(ettr_text)}</p>",
         "<h2>Per day</h2>"

@@ -129,13 +129,22 @@ def bar_chart(items: list[tuple[str, float | None]], *, unit: str, title: str = 
     return _svg(body, height=height, title=title)
 
 
-def waterfall(start: tuple[str, float], steps: list[tuple[str, float | None]], end_label: str, *, unit: str) -> str:
-    """A descending waterfall: a start bar, one bar per loss (a step of -value), the remainder at the end.
+def waterfall(
+    start: tuple[str, float],
+    steps: list[tuple[str, float | None]],
+    end_label: str,
+    *,
+    unit: str,
+    subtotals: dict[int, str] | None = None,
+) -> str:
+    """A descending waterfall: a start bar, one bar per loss (a step of -value), the remainder at the end;
+    subtotals {i: label} adds a bar of the running total after step i.
 
     A step whose value is unknown is drawn as text and the running total stops being drawn after it.
     """
+    subtotals = subtotals or {}
     bar_w, gap = 44, 14
-    width = max(WIDTH, LEFT + (len(steps) + 2) * (bar_w + gap) + RIGHT)
+    width = max(WIDTH, LEFT + (len(steps) + len(subtotals) + 2) * (bar_w + gap) + RIGHT)
     height = 360
     plot_h = height - TOP - 140
     top_value = start[1] if _finite(start[1]) and start[1] > 0 else 1.0
@@ -145,7 +154,13 @@ def waterfall(start: tuple[str, float], steps: list[tuple[str, float | None]], e
 
     body = [f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#666"/>']
     level: float | None = start[1]
-    columns = [(start[0], None, "start"), *[(label, value, "step") for label, value in steps], (end_label, None, "end")]
+    columns = [(start[0], None, "start")]
+    for i, (label, value) in enumerate(steps):
+        columns.append((label, value, "step"))
+        if i in subtotals:
+            columns.append((subtotals[i], None, "subtotal"))
+    columns.append((end_label, None, "end"))
+    fills = {"start": "#1f77b4", "subtotal": "#aaaaaa", "end": "#2ca02c"}
     for i, (label, value, kind) in enumerate(columns):
         left = LEFT + i * (bar_w + gap)
         centre = left + bar_w / 2
@@ -167,7 +182,7 @@ def waterfall(start: tuple[str, float], steps: list[tuple[str, float | None]], e
                 continue
             body.append(
                 f'<rect x="{left}" y="{y(level):.1f}" width="{bar_w}" height="{max(y(0) - y(level), 0.5):.1f}" '
-                f'fill="{"#1f77b4" if kind == "start" else "#2ca02c"}"/>'
+                f'fill="{fills[kind]}"/>'
             )
             body.append(_text(centre, y(level) - 4, f"{level:.3g}", "middle"))
     body.append(_text(LEFT, height - 6, f"unit: {unit}"))
