@@ -170,6 +170,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     from perf_assets.lib.report import summary
 
     home = _home(args)
+    if args.job or args.alert or args.fleet:
+        from perf_assets.lib import html_report
+
+        out = Path(args.out) if args.out else None
+        try:
+            if args.job:
+                path = html_report.job_report(home, args.job, out)
+            elif args.alert:
+                path = html_report.alert_report(home, args.alert, out)
+            else:
+                path = html_report.fleet_report(home, out)
+        except (html_report.ReportError, FileNotFoundError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(path)
+        return 0
+    if args.out:
+        print("error: --out goes with --job, --alert or --fleet", file=sys.stderr)
+        return 2
     text = summary(home)
     (home.reports_dir / "summary.txt").write_text(text + "\n")
     print(text)
@@ -434,7 +453,21 @@ def parser() -> argparse.ArgumentParser:
     detect.add_argument(
         "--better", choices=["higher", "lower"], help="adds kind: improvement or regression to each change"
     )
-    command("report", "print (and write reports/summary.txt) goodput, factors, regressions and evaluation", cmd_report)
+    report = command(
+        "report",
+        "print (and write reports/summary.txt) goodput, factors, regressions and evaluation; "
+        "--job/--alert/--fleet: write a self-contained HTML report instead (docs/reports.md)",
+        cmd_report,
+    )
+    which = report.add_mutually_exclusive_group()
+    which.add_argument("--job", metavar="ID", help="HTML report of one job (fct_job's job_id)")
+    which.add_argument(
+        "--alert", metavar="ID", help="HTML report of one alert (id or a unique prefix of 4+ characters)"
+    )
+    which.add_argument("--fleet", action="store_true", help="HTML report of the fleet")
+    report.add_argument(
+        "--out", help="where to write the HTML (default: reports/job-ID.html, alert-ID.html, fleet.html)"
+    )
 
     evaluate = command(
         "evaluate", "score the published warehouse's detections against labels (docs/evaluation.md)", cmd_evaluate
