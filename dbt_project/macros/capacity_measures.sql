@@ -19,6 +19,18 @@
     {{ return(measures) }}
 {%- endmacro %}
 
+{#- Useful FLOPs of all productive time, extrapolated from the productive time whose jobs have FLOPs
+    metadata (useful_flop_known over productive_flops_known_pfs, scaled to productive_pfs; 0 when nothing was
+    productive, NULL when productive time had no FLOPs at all), and the coverage that says how much was
+    measured. Needs productive_pfs, productive_flops_known_pfs and useful_flop_known. -#}
+{% macro useful_flop_extrapolated() -%}
+        case
+            when productive_pfs = 0 then 0
+            else useful_flop_known * productive_pfs / nullif(productive_flops_known_pfs, 0)
+        end as useful_flop,
+        {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput
+{%- endmacro %}
+
 {#- The spine's factors as Σnumerator/Σdenominator of the columns above (never a mean of ratios). -#}
 {% macro capacity_factors() -%}
         {{ safe_divide('available_pfs', 'installed_pfs') }} as availability,

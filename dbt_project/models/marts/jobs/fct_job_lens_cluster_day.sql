@@ -26,12 +26,8 @@ summed as (
 with_useful as (
     select
         *,
-        case
-            when productive_pfs = 0 then 0
-            else useful_flop_known * productive_pfs / nullif(productive_flops_known_pfs, 0)
-        end as useful_flop,
         {{ safe_divide('allocated_with_events_pfs', 'allocated_pfs') }} as coverage_runtime_goodput,
-        {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput
+        {{ useful_flop_extrapolated() }}
     from summed
 ),
 
