@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 
 import pandas as pd
 
-from perf_assets.lib.detection import describe_regression
+from perf_assets.lib.alerts import build_incidents
 from perf_assets.lib.paths import DataHome
+from perf_assets.lib.topology import read_topology
 from perf_assets.lib.warehouse import published_frame
 
 FACTOR_SQL = """
@@ -62,8 +64,20 @@ def summary(home: DataHome) -> str:
         *goodput_lines(clusters),
     ]
     confirmed = found[found["change_kind"] == "regression"] if not found.empty else found
-    lines.append(f"Regressions found: {len(confirmed)} (and {len(found) - len(confirmed)} improvements)")
-    lines.extend(f"  - {describe_regression(row)}" for row in confirmed.to_dict("records"))
+    incidents = build_incidents(found, read_topology(lambda sql: published_frame(home, sql)))
+    lines.append(
+        f"Regressions found: {len(confirmed)} changes in {len(incidents)} incident(s) "
+        f"(and {len(found) - len(confirmed)} improvements); each incident is one alert:"
+    )
+    for incident in incidents:
+        lines.append(f"  - {incident['summary']}")
+        related = [name for name in incident["metrics"] if name != incident["headline_metric"]]
+        children = Counter(str(child["grain"]) for child in incident.get("children", []))
+        if related or children:
+            parts = ([f"{', '.join(related)} of the same entity"] if related else []) + [
+                f"{count} {grain}" for grain, count in sorted(children.items())
+            ]
+            lines.append(f"    with {sum(children.values()) + len(related)} related changes: {'; '.join(parts)}")
     evaluation = home.reports_dir / "evaluation.json"
     if evaluation.exists():
         score = json.loads(evaluation.read_text())
@@ -71,7 +85,9 @@ def summary(home: DataHome) -> str:
             from perf_assets.lib.evaluation import line
 
             lines.append(f"Evaluation against {score['labels']} labeled incident(s): " + line(score))
-    lines.append(f"Alerts: {home.alerts_dir / 'alerts.jsonl'}")
+    lines.append(
+        f"Alerts: perfwh alerts list (store {home.alerts_dir / 'events.jsonl'}; sent to the sinks of alerts.yaml)"
+    )
     lines.append(f'Published warehouse (read-only): {home.published_db}  ->  perfwh sql "select * from fct_fleet_day"')
     lines.append(f"Reports: {home.reports_dir}")
     return "\n".join(lines)
