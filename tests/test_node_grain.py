@@ -93,3 +93,24 @@ def test_detection_runs_on_node_and_gpu_grains_and_keeps_the_cluster_result(demo
     row = nodes.iloc[0]
     assert row["relative_effect"] < -0.05
     assert json.loads(row["coinciding_changes"])[0]["component"] in ("nccl", "image")
+
+
+def test_h100_equivalent_goodput_values_older_skus_at_the_h100_peak(demo_snapshot):
+    frame = demo_snapshot(
+        """
+        select cluster, skus, sum(useful_flop) as useful, sum(installed_pfs) as installed_pfs,
+               sum(installed_gs) as installed_gs, sum(installed_h100_pfs) as installed_h100_pfs,
+               sum(useful_flop) / sum(installed_pfs) as goodput,
+               sum(useful_flop) / sum(installed_h100_pfs) as goodput_h100_equivalent
+        from fct_cluster_day group by all order by cluster
+        """
+    )
+    rows = {row["cluster"]: row for row in frame.to_dict("records")}
+    for row in rows.values():  # goodput_ref = capability_ratio x G, capability_ratio = installed_pfs / (gs x H100 peak)
+        capability = row["installed_pfs"] / (row["installed_gs"] * 989.4e12)
+        assert row["goodput_h100_equivalent"] == pytest.approx(capability * row["goodput"], rel=1e-9)
+    assert rows["alpha"]["goodput_h100_equivalent"] == pytest.approx(rows["alpha"]["goodput"], rel=1e-9)  # H100
+    a100 = rows["beta"]  # A100: 312 / 989.4 of the H100 peak
+    assert a100["goodput_h100_equivalent"] == pytest.approx(a100["goodput"] * 312e12 / 989.4e12, rel=1e-9)
+    daily = demo_snapshot("select count(*) as n from fct_cluster_day where goodput_h100_equivalent is null")
+    assert daily["n"][0] == 0

@@ -31,6 +31,17 @@
         {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput
 {%- endmacro %}
 
+{#- H100-equivalent goodput (metric_tree.md §2.2 `goodput_ref`, §2.4, §6): useful FLOPs over the installed
+    GPU-seconds valued at the H100 dense BF16 peak of the seed, = capability_ratio × goodput with
+    capability_ratio = installed_pfs / (installed_gs × peak_ref). Unlike goodput, it penalises moving work to
+    older SKUs. Not bounded by 1 on SKUs faster than the reference. Needs installed_gs and useful_flop. -#}
+{% macro goodput_h100_equivalent() -%}
+        installed_gs * (
+            select peak_flops_dense from {{ ref('gpu_sku_specs') }} where sku = 'H100-SXM' and dtype = 'bf16'
+        ) as installed_h100_pfs,
+        {{ safe_divide('useful_flop', "installed_gs * (select peak_flops_dense from " ~ ref('gpu_sku_specs') ~ " where sku = 'H100-SXM' and dtype = 'bf16')") }} as goodput_h100_equivalent
+{%- endmacro %}
+
 {#- The spine's factors as Σnumerator/Σdenominator of the columns above (never a mean of ratios). -#}
 {% macro capacity_factors() -%}
         {{ safe_divide('available_pfs', 'installed_pfs') }} as availability,

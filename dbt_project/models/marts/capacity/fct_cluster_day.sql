@@ -63,7 +63,8 @@ final as (
     select
         *,
         coverage_program_goodput as coverage_goodput,
-        {{ capacity_factors() }}
+        {{ capacity_factors() }},
+        {{ goodput_h100_equivalent() }}
     from with_useful
 )
 

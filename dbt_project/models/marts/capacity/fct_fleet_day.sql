@@ -34,7 +34,8 @@ final as (
         *,
         {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput,
         {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_goodput,
-        {{ capacity_factors() }}
+        {{ capacity_factors() }},
+        {{ goodput_h100_equivalent() }}
     from summed
 )
 
