@@ -19,7 +19,9 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
+from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
+from perf_assets.lib.topology import Topology
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
 DETECTED_NODES = ("goodput", *SPINE_FACTORS)
@@ -380,17 +382,13 @@ def detect_regressions(
         },
         too_short=too_short,
     )
-    # ---- cause ranking hook (perf_assets/lib/causes.py; owner: attribution/evaluation) ----------------
-    from perf_assets.lib.causes import dimension_changes, rank_causes
-    from perf_assets.lib.topology import Topology
-
+    # cause candidates, ranked by difference in differences (perf_assets/lib/causes.py)
     topology = Topology.from_frame(inventory) if inventory is not None else Topology.from_cluster_nodes(cluster_nodes)
     ranked = rank_causes(found, dimension_changes(node_software, inventory), topology, metric_tree)
     for column in ranked.columns:
         found[column] = ranked[column]
     found.attrs["days"] = len(batch.dates)
     found.attrs["series_days"] = found.attrs["series"]["tested"] * len(batch.dates)
-    # ---- end of cause ranking hook ---------------------------------------------------------------------
     return found
 
 

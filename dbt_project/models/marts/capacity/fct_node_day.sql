@@ -1,6 +1,6 @@
 -- The capacity lens per node and day (metric_tree.md §2.2 grains: gpu-hour → node-day → cluster-day
 -- → fleet-day): the node-day ledger in GPU-seconds and peak-FLOP-seconds, useful FLOPs and the spine
--- factors, each Σ/Σ, computed as fct_cluster_day computes them. useful_flop extrapolates the node's
+-- factors, each Σ/Σ; fct_cluster_day sums these node-days. useful_flop extrapolates the node's
 -- FLOPs-known productive time to all of its productive time (coverage_program_goodput says how much
 -- was measured; with coverage 1 on every node the nodes' useful_flop add up to the cluster's exactly,
 -- tests/singular/assert_node_days_roll_up_to_cluster_days.sql).
