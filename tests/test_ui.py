@@ -85,6 +85,7 @@ def test_webserver_serves_the_lineage_from_raw_to_alerts(tmp_path, dbt_manifest)
             "regressions",
             "metric_tree_daily",
             "fct_cluster_day",
+            "fct_node_day",
             "int_node_day_ledger",
             "int_job_steps",
             "stg_step_events__events",
