@@ -276,9 +276,15 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     try:
         if action == "deliver":
             from perf_assets.lib.alert_delivery import deliver
-            from perf_assets.lib.alerts import load_config
+            from perf_assets.lib.alerts import load_annotations, load_config
 
-            print(deliver(home.alerts_dir, load_config(home.root), actor=f"cli:{args.by or 'perfwh'}").line())
+            report = deliver(
+                home.alerts_dir,
+                load_config(home.root),
+                actor=f"cli:{args.by or 'perfwh'}",
+                annotations=load_annotations(home.root),
+            )
+            print(report.line())
             return 0
         if action in ("ack", "resolve", "silence"):
             until = date.fromisoformat(args.until) if action == "silence" else None

@@ -19,6 +19,7 @@ from perf_assets.lib.alerts import (
     AlertConfig,
     AlertError,
     append_events,
+    apply_annotations,
     auto_resolve,
     build_incidents,
     confidence,
@@ -524,6 +525,57 @@ def test_webhook_retries_with_backoff_keeps_pending_and_delivers_exactly_once(tm
     assert stored["status"] == "notified" and stored["deliveries"]["hook"]["status"] == "delivered"
 
 
+def test_a_resolved_page_is_closed_on_every_sink_that_got_it_once_and_retried_until_it_lands(tmp_path, receiver):
+    server = receiver(["ok", "500", "500", "500", "ok"])
+    config = hook_config(server.url)
+    paged, never_sent = upsert(tmp_path, regression(), regression(entity="beta")).opened
+    transition(tmp_path, never_sent["alert_id"], "silence", until=date(2026, 11, 25), actor="ana", now=NOW)
+    assert len(deliver(tmp_path, config, now=NOW).delivered) == 1  # beta is silenced: only alpha is paged
+
+    transition(tmp_path, paged["alert_id"], "resolve", actor="ana", now=NOW)
+    transition(tmp_path, never_sent["alert_id"], "resolve", actor="ana", now=NOW)
+    failing = deliver(tmp_path, config, now=NOW)  # the close fails 3 times: it stays owed
+    assert failing.closed == [] and failing.pending == 1
+    closed = deliver(tmp_path, config, now=NOW)
+    again = deliver(tmp_path, config, now=NOW)
+
+    assert closed.closed == [(paged["alert_id"], "hook", "resolved")] and again.closed == []
+    keys = [r["key"] for r in server.accepted()]
+    assert len(keys) == 2 and len(set(keys)) == 2  # the page and its close, each once, with its own key
+    stored = {a["alert_id"]: a for a in read_alerts(tmp_path)}
+    assert stored[paged["alert_id"]]["closing_deliveries"]["hook"]["status"] == "delivered"
+    assert stored[never_sent["alert_id"]]["closing_deliveries"] == {}  # never paged: nothing to close
+
+
+def test_an_annotation_written_after_the_page_makes_the_alert_expected_and_closes_it(tmp_path):
+    alerts_dir = tmp_path / "alerts"
+    paged, untouched = upsert(alerts_dir, regression(), regression(entity="beta")).opened
+    deliver(alerts_dir, AlertConfig(), now=NOW)
+    (tmp_path / "annotations.yaml").write_text(
+        "annotations:\n  - id: late-window\n    scope: {cluster: alpha}\n    start: 2026-11-09\n"
+        "    end: 2026-11-09\n    note: switch firmware, announced late\n"
+    )
+
+    changed = apply_annotations(alerts_dir, load_annotations(tmp_path), now=NOW)
+    assert apply_annotations(alerts_dir, load_annotations(tmp_path), now=NOW) == []  # idempotent
+    report = deliver(alerts_dir, AlertConfig(), now=NOW)
+
+    assert [a["alert_id"] for a in changed] == [paged["alert_id"]]
+    stored = {a["alert_id"]: a for a in read_alerts(alerts_dir)}
+    assert stored[paged["alert_id"]]["status"] == "expected"
+    assert stored[paged["alert_id"]]["expected_by"]["id"] == "late-window"
+    assert stored[untouched["alert_id"]]["status"] == "notified"
+    sent = [json.loads(line) for line in (alerts_dir / "alerts.jsonl").read_text().splitlines()]
+    assert [(b["entity_id"], b["notice"]) for b in sent] == [
+        ("alpha", "opening"),
+        ("beta", "opening"),
+        ("alpha", "expected"),
+    ]
+    assert report.closed == [(paged["alert_id"], "file", "expected")]
+    with pytest.raises(AlertError, match="it is expected"):
+        transition(alerts_dir, paged["alert_id"], "acknowledge", actor="ana", now=NOW)
+
+
 def test_a_crash_between_send_and_record_resends_with_the_same_key(tmp_path, receiver):
     server = receiver([])
     config = AlertConfig.from_dict(
@@ -624,3 +676,17 @@ def test_the_demo_build_opens_alerts_sized_in_gpu_hours(demo_home, tmp_path, cap
     listed = capsys.readouterr().out
     assert "notified" in listed and "alpha" in listed
     assert len((copy / "alerts" / "alerts.jsonl").read_text().splitlines()) == len(alerts)
+
+
+def test_perfwh_alerts_deliver_applies_annotations_before_paging(tmp_path, capsys):
+    from perf_assets.cli import main
+
+    upsert(tmp_path / "alerts", regression(), regression(entity="beta"))
+    (tmp_path / "annotations.yaml").write_text(
+        "annotations:\n  - id: drain\n    scope: {cluster: beta}\n    start: 2026-11-08\n    end: 2026-11-10\n"
+    )
+    assert main(["alerts", "deliver", "--data-dir", str(tmp_path)]) == 0
+    line = capsys.readouterr().out
+    sent = [json.loads(x) for x in (tmp_path / "alerts" / "alerts.jsonl").read_text().splitlines()]
+    assert "delivered 1," in line and "1 turned expected by annotations" in line
+    assert [b["entity_id"] for b in sent] == ["alpha"]  # beta's page never went out

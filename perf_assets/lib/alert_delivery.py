@@ -6,6 +6,11 @@ stays pending and is retried on the next tick. A crash between a send and its re
 tick send again with the same idempotency key in the payload (and the X-Perfwh-Idempotency-Key
 header): at-least-once, deduplicated by the receiver on that key. The JSON lines sink checks the key
 itself, so it is exactly-once. One delivery pass runs at a time (alerts/.delivery.lock).
+
+Closing notices: when an alert that reached a sink is resolved (by hand or automatically) or turns
+expected (an annotation added later), that sink is sent one closing notice (`notice: "resolved"` or
+`"expected"`, its own idempotency key), recorded and retried the same way. Only sinks that got the
+opening notice get the closing one; nothing is sent while the alert is silenced.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from perf_assets.lib.alerts import (
     _event,
     _lock,
     append_events,
+    apply_annotations,
     fold,
     is_silenced,
     read_events,
@@ -44,14 +50,33 @@ class SinkUnavailable(RuntimeError):
     """The sink cannot be used here (library not installed, token not set): skipped, not failed."""
 
 
-def idempotency_key(alert_id: str, sink: str) -> str:
-    return hashlib.sha256(f"perfwh|{alert_id}|{sink}".encode()).hexdigest()[:24]
+CLOSING_NOTICES = ("resolved", "expected")  # the alert statuses that close a page
 
 
-def payload(alert: dict, sink: str) -> dict:
-    """What every sink receives: the alert without its history and delivery records, plus the key."""
-    body = {k: v for k, v in alert.items() if k not in ("history", "deliveries")}
-    return body | {"idempotency_key": idempotency_key(alert["alert_id"], sink), "sink": sink}
+def idempotency_key(alert_id: str, sink: str, notice: str = "opening") -> str:
+    seed = f"perfwh|{alert_id}|{sink}" if notice == "opening" else f"perfwh|{alert_id}|{sink}|{notice}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:24]
+
+
+def payload(alert: dict, sink: str, notice: str = "opening") -> dict:
+    """What every sink receives: the alert without its history and delivery records, plus the key.
+
+    `notice` says what the message is: "opening" (the page), "resolved" or "expected" (its close).
+    """
+    body = {k: v for k, v in alert.items() if k not in ("history", "deliveries", "closing_deliveries")}
+    return body | {"idempotency_key": idempotency_key(alert["alert_id"], sink, notice), "sink": sink, "notice": notice}
+
+
+def closing_sinks(alert: dict) -> list[str]:
+    """Sinks still owed a closing notice: the alert is closed and they were sent its opening notice."""
+    if alert["status"] not in CLOSING_NOTICES:
+        return []
+    closed = alert.get("closing_deliveries") or {}
+    return [
+        sink
+        for sink, record in alert["deliveries"].items()
+        if record.get("status") == "delivered" and closed.get(sink, {}).get("status") != "delivered"
+    ]
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -153,7 +178,13 @@ def send_slack(spec: dict, body: dict) -> SendOutcome:
         from dagster_slack import SlackResource
     except ImportError:
         raise SinkUnavailable("dagster-slack is not installed (pip install dagster-slack==0.29.27)") from None
-    text = f"[{body.get('severity', '?')}] {body['summary']} (alert {body['alert_id']}, key {body['idempotency_key']})"
+    prefix = {"resolved": "RESOLVED ", "expected": "EXPECTED "}.get(body.get("notice", "opening"), "")
+    text = (
+        f"{prefix}[{body.get('severity', '?')}] {body['summary']} "
+        f"(alert {body['alert_id']}, key {body['idempotency_key']})"
+    )
+    if body.get("notice") == "expected" and body.get("expected_by"):
+        text += f"; covered by annotation {body['expected_by'].get('id')}: {body['expected_by'].get('note', '')}"
     try:
         SlackResource(token=token).get_client().chat_postMessage(channel=spec["channel"], text=text)
     except Exception as error:  # slack_sdk raises SlackApiError and network errors
@@ -195,13 +226,17 @@ class DeliveryReport:
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (alert_id, sink, detail)
     skipped: list[str] = field(default_factory=list)  # log lines: sinks unavailable here
     notified: list[str] = field(default_factory=list)
+    closed: list[tuple[str, str, str]] = field(default_factory=list)  # (alert_id, sink, notice)
+    expected: list[str] = field(default_factory=list)  # alerts an annotation turned expected in this pass
     pending: int = 0
     silenced: int = 0
 
     def line(self) -> str:
         return (
-            f"delivered {len(self.delivered)}, failed {len(self.failed)}, notified {len(self.notified)} alert(s); "
-            f"{self.pending} pending, {self.silenced} silenced"
+            f"delivered {len(self.delivered)}, failed {len(self.failed)}, notified {len(self.notified)} alert(s), "
+            f"{len(self.closed)} closing notice(s); "
+            + (f"{len(self.expected)} turned expected by annotations; " if self.expected else "")
+            + f"{self.pending} pending, {self.silenced} silenced"
             + (f"; skipped: {'; '.join(self.skipped)}" if self.skipped else "")
         )
 
@@ -222,8 +257,12 @@ def deliver(
     record: Callable[[Path, list[dict]], None] = append_events,
     budget_s: float | None = None,
     lock_timeout_s: float = 600.0,
+    annotations: list[dict] | None = None,
 ) -> DeliveryReport:
     """Send every pending alert to each sink of its route not yet delivered; record each outcome.
+
+    `annotations` (annotations.yaml, as loaded) are applied first, so an alert covered by an
+    annotation written since detection ran is not paged (and one already paged is closed).
 
     One pass at a time (alerts/.delivery.lock; a pass that cannot take it within `lock_timeout_s`
     does nothing). A sink that fails in this pass is not tried again for the other alerts of the
@@ -238,14 +277,19 @@ def deliver(
         report.skipped.append("another delivery pass holds alerts/.delivery.lock")
         return report
     try:
+        report.expected = [a["alert_id"] for a in apply_annotations(alerts_dir, annotations or [], now=now)]
         _deliver_pass(alerts_dir, config, report, now or utcnow(), actor, sleep, record, budget_s)
     finally:
         pass_lock.release()
     return report
 
 
-def _record_outcome(record, alerts_dir: Path, alert_id: str, sink: str, key: str, actor: str, outcome) -> None:
+def _record_outcome(
+    record, alerts_dir: Path, alert_id: str, sink: str, key: str, actor: str, outcome, notice: str = "opening"
+) -> None:
     fields = {"sink": sink, "idempotency_key": key, "attempts": outcome.attempts}
+    if notice != "opening":
+        fields["notice"] = notice
     if outcome.ok:
         event = _event("delivered", alert_id, utcnow(), actor, detail=outcome.detail, **fields)
     else:
@@ -254,9 +298,40 @@ def _record_outcome(record, alerts_dir: Path, alert_id: str, sink: str, key: str
         record(alerts_dir, [event])
 
 
+def _send_notice(alerts_dir, config, report, alert, sink, notice, actor, sleep, record) -> bool | None:
+    """Send one notice of one alert to one sink and record it: True sent, False failed, None sink unavailable."""
+    spec = config.sinks[sink]
+    try:
+        check_available(spec)
+    except SinkUnavailable as why:
+        message = f"sink {sink!r} ({spec['type']}) skipped: {why}"
+        if message not in report.skipped:
+            report.skipped.append(message)
+            log.warning(message)
+        return None
+    alert_id = alert["alert_id"]
+    body = payload(alert, sink, notice)
+    key = body["idempotency_key"]
+    started = {"sink": sink, "idempotency_key": key} | ({} if notice == "opening" else {"notice": notice})
+    with _lock(alerts_dir):
+        record(alerts_dir, [_event("delivery_started", alert_id, utcnow(), actor, **started)])
+    try:
+        outcome = send(spec, body, alerts_dir, sleep=sleep)
+    except SinkUnavailable as why:  # raced with the environment: recorded as a failure
+        outcome = SendOutcome(False, 0, str(why))
+    _record_outcome(record, alerts_dir, alert_id, sink, key, actor, outcome, notice)
+    if not outcome.ok:
+        report.failed.append((alert_id, sink, outcome.detail))
+    return outcome.ok
+
+
 def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_s) -> None:
     started = time.monotonic()
     down: set[str] = set()
+
+    def deferred(sink: str) -> bool:  # a sink that failed in this pass, or the pass is out of time
+        return sink in down or (budget_s is not None and time.monotonic() - started > budget_s)
+
     with _lock(alerts_dir):
         every = list(fold(read_events(alerts_dir)).values())
     report.silenced = sum(alert["status"] == "open" and is_silenced(alert, now) for alert in every)
@@ -268,34 +343,14 @@ def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_
             if alert["deliveries"].get(sink, {}).get("status") == "delivered":
                 reached += 1
                 continue
-            spec = config.sinks[sink]
-            if sink in down or (budget_s is not None and time.monotonic() - started > budget_s):
+            if deferred(sink):
                 outstanding.append(sink)  # retried on the next tick
                 continue
-            try:
-                check_available(spec)
-            except SinkUnavailable as why:
-                message = f"sink {sink!r} ({spec['type']}) skipped: {why}"
-                if message not in report.skipped:
-                    report.skipped.append(message)
-                    log.warning(message)
-                continue
-            body = payload(alert, sink)
-            key = body["idempotency_key"]
-            with _lock(alerts_dir):
-                record(
-                    alerts_dir, [_event("delivery_started", alert_id, utcnow(), actor, sink=sink, idempotency_key=key)]
-                )
-            try:
-                outcome = send(spec, body, alerts_dir, sleep=sleep)
-            except SinkUnavailable as why:  # raced with the environment: recorded as a failure
-                outcome = SendOutcome(False, 0, str(why))
-            _record_outcome(record, alerts_dir, alert_id, sink, key, actor, outcome)
-            if outcome.ok:
+            sent = _send_notice(alerts_dir, config, report, alert, sink, "opening", actor, sleep, record)
+            if sent:
                 report.delivered.append((alert_id, sink))
                 reached += 1
-            else:
-                report.failed.append((alert_id, sink, outcome.detail))
+            elif sent is False:
                 outstanding.append(sink)
                 down.add(sink)
         if outstanding or not reached:  # not one sink reached: stays pending, never marked notified
@@ -306,3 +361,18 @@ def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_
             if current.get("status") == "open":  # not acknowledged or resolved meanwhile
                 record(alerts_dir, [_event("notified", alert_id, utcnow(), actor, sinks=routed_sinks(alert, config))])
                 report.notified.append(alert_id)
+    for alert in every:
+        if is_silenced(alert, now):
+            continue
+        for sink in closing_sinks(alert):
+            if sink not in config.sinks:
+                continue  # a sink removed from alerts.yaml since the page: nothing to close it on
+            if deferred(sink):
+                report.pending += 1
+                continue
+            sent = _send_notice(alerts_dir, config, report, alert, sink, alert["status"], actor, sleep, record)
+            if sent:
+                report.closed.append((alert["alert_id"], sink, alert["status"]))
+            elif sent is False:
+                report.pending += 1
+                down.add(sink)

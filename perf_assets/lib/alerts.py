@@ -4,7 +4,11 @@
       │  ╲──────────────ack──────────────▲                           ▲
       ╰──────────────────────resolve (by hand or automatically)──────╯
     expected (an annotation covers the change): stored and listed with --all, never sent; resolvable.
+      An annotation added after an alert opened turns it expected too (apply_annotations).
     silenced until a date: an overlay on any unresolved status; nothing is sent while it lasts.
+
+Every sink that was sent an alert's opening notice is later sent one closing notice when the alert
+is resolved or turns expected (alert_delivery.py), so no receiver is left with a stale page.
 
 Storage: ``alerts/events.jsonl``, one JSON event per line (time, actor, event, alert id, fields),
 appended under a file lock with fsync; the current state of every alert is the fold of the log.
@@ -451,6 +455,7 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
                 "updated_at": event["at"],
                 "silenced_until": None,
                 "deliveries": {},
+                "closing_deliveries": {},
                 "history": [],
             }
         alert = alerts.get(alert_id)
@@ -460,6 +465,10 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
         alert["updated_at"] = event["at"]
         if kind == "updated":
             alert.update(event["changes"])
+        elif kind == "expected":  # an annotation added after the alert opened
+            alert["status"] = "expected"
+            alert["expected_by"] = event["annotation"]
+            alert["expected_at"] = event["at"]
         elif kind in ("notified", "acknowledged", "resolved"):
             alert["status"] = kind
             alert[f"{kind}_at"] = event["at"]
@@ -469,18 +478,23 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
                 alert["resolution"] = event.get("how", "manual")
         elif kind == "silenced":
             alert["silenced_until"] = event["until"]
-        elif kind == "delivery_started":
-            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
-            delivery.update(status="sending", idempotency_key=event["idempotency_key"])
-        elif kind == "delivered":
-            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
-            delivery.update(status="delivered", delivered_at=event["at"], idempotency_key=event["idempotency_key"])
-            delivery["attempts"] += int(event.get("attempts", 1))
-        elif kind == "delivery_failed":
-            delivery = alert["deliveries"].setdefault(event["sink"], {"attempts": 0})
-            delivery.update(status="failed", error=event.get("error"))
-            delivery["attempts"] += int(event.get("attempts", 1))
+        elif kind in ("delivery_started", "delivered", "delivery_failed"):
+            _fold_delivery(alert, event)
     return alerts
+
+
+def _fold_delivery(alert: dict, event: dict) -> None:
+    """Delivery records per sink: `deliveries` for the opening notice, `closing_deliveries` for the closing one."""
+    records = alert["deliveries"] if event.get("notice", "opening") == "opening" else alert["closing_deliveries"]
+    delivery = records.setdefault(event["sink"], {"attempts": 0})
+    if event["event"] == "delivery_started":
+        delivery.update(status="sending", idempotency_key=event["idempotency_key"])
+    elif event["event"] == "delivered":
+        delivery.update(status="delivered", delivered_at=event["at"], idempotency_key=event["idempotency_key"])
+        delivery["attempts"] += int(event.get("attempts", 1))
+    else:
+        delivery.update(status="failed", error=event.get("error"))
+        delivery["attempts"] += int(event.get("attempts", 1))
 
 
 def read_alerts(alerts_dir: Path) -> list[dict]:
@@ -623,9 +637,7 @@ def upsert_incidents(
             status = "open"
             if annotation is not None:
                 status = "expected"
-                alert["expected_by"] = {
-                    k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in annotation.items()
-                }
+                alert["expected_by"] = _annotation_fields(annotation)
             alert_id = _alert_id(incident)
             while alert_id in alerts:  # a returning regression on the very same day as an old one
                 alert_id = hashlib.sha256(alert_id.encode()).hexdigest()[:12]
@@ -635,6 +647,40 @@ def upsert_incidents(
             (result.expected if status == "expected" else result.opened).append(alerts[alert_id])
         append_events(alerts_dir, events)
     return result
+
+
+def _annotation_fields(annotation: dict) -> dict:
+    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in annotation.items()}
+
+
+def apply_annotations(
+    alerts_dir: Path, annotations: list[dict], *, now: datetime | None = None, actor: str = "annotations"
+) -> list[dict]:
+    """Turn every active alert (open, notified, acknowledged) that an annotation now covers into `expected`.
+
+    Annotations are often written after the page: a maintenance window announced late, a rollout
+    recorded once someone recognised it. The alert keeps its history; a sink that was sent it gets
+    a closing notice saying which annotation covers it. Returns the alerts changed.
+    """
+    if not annotations:
+        return []
+    now = now or utcnow()
+    changed = []
+    with _lock(alerts_dir):
+        alerts = fold(read_events(alerts_dir))
+        events = []
+        for alert in alerts.values():
+            if alert["status"] not in ACTIVE_STATUSES:
+                continue
+            annotation = matching_annotation(alert, annotations)
+            if annotation is None:
+                continue
+            event = _event("expected", alert["alert_id"], now, actor, annotation=_annotation_fields(annotation))
+            events.append(event)
+            changed.append(alert["alert_id"])
+        append_events(alerts_dir, events)
+        alerts = fold(read_events(alerts_dir))
+    return [alerts[alert_id] for alert_id in changed]
 
 
 # --------------------------------------------------------------------------- lifecycle by hand

@@ -10,7 +10,7 @@ import os
 import dagster as dg
 
 from perf_assets.lib.alert_delivery import deliver
-from perf_assets.lib.alerts import load_config
+from perf_assets.lib.alerts import AlertError, load_annotations, load_config
 from perf_assets.lib.contracts import REGRESSIONS_TABLE
 from perf_assets.lib.paths import data_home
 
@@ -38,14 +38,25 @@ daily_detection_schedule = dg.ScheduleDefinition(
     minimum_interval_seconds=int(os.environ.get(DELIVERY_INTERVAL_ENV) or 60),
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Sends every pending alert to the sinks of its route (alerts.yaml) and records each delivery; "
-        "what failed stays pending and is retried on the next tick."
+        "Applies annotations.yaml, sends every pending alert to the sinks of its route (alerts.yaml) and a "
+        "closing notice for each paged alert since resolved or expected; records each delivery; what failed "
+        "stays pending and is retried on the next tick."
     ),
 )
 def alert_delivery(context: dg.SensorEvaluationContext):
     home = data_home()
+    try:
+        annotations = load_annotations(home.root)
+    except AlertError as why:  # a typo in annotations.yaml must not stop delivery
+        context.log.warning(f"annotations not applied: {why}")
+        annotations = []
     report = deliver(
-        home.alerts_dir, load_config(home.root), actor="sensor:alert_delivery", budget_s=40.0, lock_timeout_s=5.0
+        home.alerts_dir,
+        load_config(home.root),
+        actor="sensor:alert_delivery",
+        budget_s=40.0,
+        lock_timeout_s=5.0,
+        annotations=annotations,
     )
     for alert_id, sink, detail in report.failed:
         context.log.warning(f"alert {alert_id} not delivered to {sink}: {detail} (retried next tick)")
