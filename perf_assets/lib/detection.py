@@ -21,6 +21,7 @@ import pandas as pd
 
 from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
+from perf_assets.lib.mix_rate import mix_rate_split
 from perf_assets.lib.topology import Topology
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
@@ -89,7 +90,14 @@ REGRESSION_SCHEMA = {
     "cause_candidates": "varchar",  # JSON list of {dimension, value, from, to, nodes, did_effect, did_ci, ...}
     "top_cause_dimension": "varchar",
     "top_cause_value": "varchar",
+    # mix vs rate over the entity's segments (perf_assets/lib/mix_rate.py): fleet over clusters, cluster over nodes
+    "segment_type": "varchar",  # cluster | node; NULL where the entity has no segments of that metric
+    "mix_effect": "double",  # relative change of the entity's ratio from its segments' weights moving
+    "rate_effect": "double",  # ... from the segments' own ratios moving (mix + rate = the pooled change)
+    "attribution": "varchar",  # mix | rate (the larger in absolute value)
+    "segments": "varchar",  # JSON: the largest contributors with weights, rates, numerators and denominators
 }
+SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
 
 
@@ -299,6 +307,38 @@ def detect_regressions(
             return [gpu_nodes[entity]] if entity in gpu_nodes else []
         return cluster_nodes.get(entity, [])
 
+    rows_by_grain_metric: dict[tuple[str, str], list[int]] = {}
+    for row, key in enumerate(batch.keys):
+        rows_by_grain_metric.setdefault((key[0], key[2]), []).append(row)
+
+    def segment_split(grain: str, entity: str, metric: str, start: int, change: int, stop: int) -> dict:
+        """Mix vs rate of this change over the entity's segments (clusters of the fleet, nodes of a cluster)."""
+        child = SEGMENT_GRAIN.get(grain)
+        rows = [
+            row
+            for row in rows_by_grain_metric.get((child, metric), [])
+            if grain == "fleet" or node_cluster.get(batch.keys[row][1]) == entity
+        ]
+        if child is None or len(rows) < 2:
+            return {}
+
+        def window_sum(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
+            part = values[rows, lo:hi]
+            return np.where(np.isfinite(part).any(axis=1), np.nansum(part, axis=1), np.nan)
+
+        split = mix_rate_split(
+            [batch.keys[row][1] for row in rows],
+            window_sum(batch.numerators, start, change),
+            window_sum(batch.denominators, start, change),
+            window_sum(batch.numerators, change, stop),
+            window_sum(batch.denominators, change, stop),
+        )
+        if split is None:
+            return {}
+        columns = split.as_columns(child)
+        columns["segments"] = json.dumps(columns["segments"])
+        return columns
+
     changes = result.changes
     rollouts = software_changes(node_software)
     detected_at = detected_at or datetime.now(timezone.utc)
@@ -369,6 +409,7 @@ def detect_regressions(
                 else math.nan,
                 "detected_at": detected_at,
             }
+            | segment_split(grain, entity, metric, start, change.index, stop)
         )
     found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True

@@ -189,13 +189,24 @@ def _same_value(found: object, expected: object) -> bool:
 
 
 def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | None, str]:
-    """Whether the fleet change of a group is reported as a mix effect, from fct_attribution_mix_rate;
-    None when that cannot be assessed for this change."""
-    if mix_rate is None or mix_rate.empty:
-        return None, "fct_attribution_mix_rate not available"
+    """Whether the fleet change of a group is reported as a mix effect; None when that cannot be assessed.
+
+    Per change first: the `attribution` of the group's fleet row with the largest |effect| among those
+    that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
+    Else fct_attribution_mix_rate, when its fixed periods line up with the change.
+    """
     fleet = [r for r in group.rows if r["grain"] == "fleet"]
     if not fleet:
         return None, "no fleet-grain change in the group"
+    split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate")]
+    if split:
+        row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
+        return row["attribution"] == "mix", (
+            f"per change: fleet {row['metric']} on {row['_day']}: mix {float(row['mix_effect']):+.1%} vs rate "
+            f"{float(row['rate_effect']):+.1%} over {row.get('segment_type')}s"
+        )
+    if mix_rate is None or mix_rate.empty:
+        return None, "no per-change split and fct_attribution_mix_rate not available"
     rows = mix_rate[(mix_rate["metric"] == "goodput") & (mix_rate["segment_type"] == "sku")]
     if rows.empty:
         return None, "fct_attribution_mix_rate has no sku split of goodput"
