@@ -428,6 +428,13 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         "children": alert.get("children") or [],
         "units": units,
         "impact": alert.get("impact") or {},
+        "split": {
+            "segment_type": headline.get("segment_type"),
+            "mix_effect": headline.get("mix_effect"),
+            "rate_effect": headline.get("rate_effect"),
+            "attribution": headline.get("attribution"),
+            "segments": json.loads(headline.get("segments") or "[]"),
+        },
     }
 
 
@@ -505,6 +512,30 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
         ]
         for c in data["causes"]
     ]
+    split = data.get("split") or {}
+    if split.get("attribution"):
+        segment_section = (
+            f"<p>Of the pooled change, {pct(split['mix_effect'])} comes from the weights of its "
+            f"{escape(str(split['segment_type']))}s moving (mix) and {pct(split['rate_effect'])} from their own "
+            f"ratios (rate): reported as <b>{escape(str(split['attribution']))}</b>.</p>"
+            + table(
+                ["segment", "weight before", "weight after", "ratio before", "ratio after", "mix part", "rate part"],
+                [
+                    [
+                        str(seg["segment"]),
+                        share(seg.get("weight_before")),
+                        share(seg.get("weight_after")),
+                        num(seg.get("rate_before"), unit),
+                        num(seg.get("rate_after"), unit),
+                        pct(seg.get("mix_effect")),
+                        pct(seg.get("rate_effect")),
+                    ]
+                    for seg in split["segments"]
+                ],
+            )
+        )
+    else:
+        segment_section = "<p>No segment split for this entity and metric (node and GPU changes have none).</p>"
     children = sorted(data["children"], key=lambda c: -abs(c.get("relative_effect") or 0))
     child_rows = [
         [
@@ -528,6 +559,7 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
         + '<p class="note">Dashed: pooled before/after levels; shaded: the after level implied by the 95 % CI '
         "of the relative effect (before level × (1 + CI)).</p>",
         "<h2>Factor contributions</h2>" + factor_section,
+        "<h2>Segments: mix versus rate</h2>" + segment_section,
         "<h2>Cause candidates</h2>"
         + (
             table(["dimension", "value", "from", "to", "nodes", "diff-in-diff effect", "95 % CI"], cause_rows, 5)
