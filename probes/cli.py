@@ -1,5 +1,6 @@
 """``python -m probes gemm --out-dir LANDING_ROOT --cluster NAME``: run a probe, land its JSON lines;
-``python -m probes run --all --out-dir LANDING_ROOT --cluster NAME``: the whole catalogue, one file.
+``python -m probes run --out-dir LANDING_ROOT --cluster NAME [--probe NAME ...] [--quick]``: the catalogue (or a
+subset), one file; ``--pipes`` when a Dagster Pipes client started it.
 
 The file goes to ``landing_path(LANDING_ROOT, cluster, node, started_at)``, i.e.
 ``LANDING_ROOT/probe_results/<cluster>/<yyyy-mm-dd>/<node>__-__-__<ts>.jsonl``; point ``--out-dir`` at
