@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from probes.burn_soak import run_burn_soak
 from probes.collectives import run_allreduce, run_p2p_copy
 from probes.common import RunInfo, error_text, probe_context, unmeasured
+from probes.context import CpuLoad
 from probes.gemm import DTYPES, effective_dtype, metric_name, run_gemm
 from probes.gemm import PROBE as GEMM
 from probes.gemm import UNIT as GEMM_UNIT
@@ -114,10 +115,15 @@ def _steps(info: RunInfo, options: SuiteOptions) -> dict[str, Callable[[], list[
 
 
 def _run_probe(name: str, step: Callable[[], list[ProbeResult]], info: RunInfo) -> list[ProbeResult]:
+    """The probe's rows, each with the contention indicators of its window (load, CPU share, steal)."""
+    load = CpuLoad()
     try:
-        return step()
+        with load:
+            rows = step()
     except Exception as error:  # a probe should never raise; if one does, its absence must not pass
-        return [unmeasured(info, name, "run", "none", "error", error_text(error), {})]
+        rows = [unmeasured(info, name, "run", "none", "error", error_text(error), probe_context(info))]
+    contention = {"contention": load.summary()}
+    return [replace(r, context={**r.context, **contention}) for r in rows]
 
 
 def needs_confirmation(rows: Sequence[ProbeResult]) -> bool:
@@ -141,6 +147,7 @@ def run_all(
     """The selected probes on ``info.backend``, health rows last (their deltas span the run), then the
     confirming attempts of the probes that failed their own verdict."""
     watch = HealthWatch(info, nvml=nvml).start()
+    run_load = CpuLoad().__enter__()  # the health rows' window is the whole run
     steps = _steps(info, options)
     selected = [name for name in SELECTABLE if name in options.probes]
     total = len(selected) + 1
@@ -157,7 +164,8 @@ def run_all(
     if progress:
         progress(len(selected), total, "health")
     watch.stop()
-    rows.extend(watch.rows())
+    run_load.__exit__(None, None, None)
+    rows.extend(replace(r, context={**r.context, "contention": run_load.summary()}) for r in watch.rows())
     if options.confirm and failed:
         again = rerun_info(info)
         rerun_steps = _steps(again, options)

@@ -39,7 +39,8 @@ def test_measured_cpu_rows_carry_a_ci_and_no_physical_limit(cpu_rows):
     measured = [
         r
         for r in cpu_rows
-        if r.status != "skipped" and (r.probe in ("launch_latency", "hbm_stream", "gemm") or r.metric == "sustained_tflops")
+        if r.status != "skipped"
+        and (r.probe in ("launch_latency", "hbm_stream", "gemm") or r.metric == "sustained_tflops")
     ]
     assert {r.metric for r in measured} >= {"dispatch_us", "copy_gbps", "triad_gbps", "dot_gbps", "sustained_tflops"}
     for r in measured:
@@ -159,3 +160,17 @@ def test_cli_run_all_lands_one_file_that_ingests_with_skipped_rows(tmp_path):
     assert "h2d_pinned_gbps" in done.stdout and "skipped" in done.stdout
     outcomes = ingest(home)
     assert [(o.status, o.rows) for o in outcomes] == [("ok", len(records))]
+
+
+def test_every_row_carries_its_context_and_contention_and_every_measured_row_its_uncertainty(cpu_rows):
+    for r in cpu_rows:
+        context = r.context
+        assert context["probe_version"] and context["hostname"] and context["mode"] == "isolated", r.metric
+        assert context["device_kind"] == r.device_kind == "cpu" and "probe_git_sha" in context and context["cpu_model"]
+        contention = context["contention"]
+        assert set(contention) == {"loadavg_before", "loadavg_after", "process_cpu_utilisation", "cpu_steal_share"}
+        assert contention["process_cpu_utilisation"] is None or 0 <= contention["process_cpu_utilisation"] <= 1.5
+        if r.status != "skipped" and r.iqr is not None:  # measured from samples: the spread and the CI
+            assert r.n >= 2 and r.ci_low <= r.median <= r.ci_high and "drift" in context["stats"], r.metric
+        if r.status == "skipped":
+            assert r.value is None and r.ci_low is None and r.reason
