@@ -41,6 +41,9 @@ CATALOGUE = (
 )
 SELECTABLE = CATALOGUE[1:]  # health brackets every run
 GPU_GEMM_SIZES = {"bf16": 8192, "fp16": 8192, "fp8": 8192, "tf32": 4096, "fp32": 4096, "fp64": 4096}
+# torch on a CPU without fp16 matrix units runs fp16 GEMM about 100x slower than fp32 (6.5 s per 1024^3
+# product measured here): a smaller product keeps `perfwh probe` on a CPU to a minute or so
+CPU_GEMM_SIZES = {"fp16": 256}
 HARD_FAILURES = {("burn_soak", "mismatched_elements")}  # failed at once by their rules; no re-run
 Progress = Callable[[int, int, str], None]
 
@@ -69,7 +72,8 @@ def _gemm_rows(info: RunInfo, options: SuiteOptions) -> list[ProbeResult]:
     rows = []
     gpu = info.backend.device_kind == "cuda"
     for dtype in options.gemm_dtypes:
-        size = options.gemm_size or (256 if options.quick else (GPU_GEMM_SIZES[dtype] if gpu else None))
+        default = GPU_GEMM_SIZES[dtype] if gpu else CPU_GEMM_SIZES.get(dtype)
+        size = options.gemm_size or (256 if options.quick else default)
         ran, note = effective_dtype(info.backend, dtype)
         if ran != dtype:
             context = probe_context(info, requested_dtype=dtype, size=size)
