@@ -22,7 +22,7 @@ help:
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,probes]'
 	touch $(STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml

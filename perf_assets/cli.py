@@ -333,34 +333,22 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from perf_assets.lib.ingest import ingest
-    from perf_assets.lib.probe_runs import run_local_gemm
-    from probes.cli import describe
+    from perf_assets.lib.probe_runs import run_local_all
+    from probes.cli import progress_bar, suite_options, table
 
     home = _home(args).ensure()
-    if args.all:
-        from perf_assets.lib.probe_runs import run_local_all
-        from probes.cli import table
-
-        path, results = run_local_all(
-            home, cluster=args.cluster, node=args.node, backend=args.backend, gemm_size=args.size, quick=args.quick
-        )
-        print(table(results))
-        for outcome in ingest(home, [path]):
-            print(outcome.line())
-        return 1 if any(r.status == "error" for r in results) else 0
-    landed = run_local_gemm(
-        home,
-        cluster=args.cluster,
-        node=args.node,
-        dtype=args.dtype,
-        size=args.size,
-        iterations=args.iterations,
-        backend=args.backend,
+    try:
+        options = suite_options(args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    path, results = run_local_all(
+        home, cluster=args.cluster, node=args.node, backend=args.backend, options=options, progress=progress_bar()
     )
-    print(describe(landed.result))
-    for outcome in ingest(home, [landed.path]):
+    print(table(results))
+    for outcome in ingest(home, [path]):
         print(outcome.line())
-    return 1 if landed.result.status == "error" else 0
+    return 1 if any(r.status == "error" for r in results) else 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -487,19 +475,17 @@ def parser() -> argparse.ArgumentParser:
 
     probe = command(
         "probe",
-        "run the GEMM probe (--all: the whole catalogue) on this host (GPU, else CPU and says so), land and ingest the results",
+        "run the probe catalogue (or --probe NAME ...) on this host (GPU, else CPU and says so), land and ingest "
+        "the results",
         cmd_probe,
     )
     probe.add_argument("--cluster", default="local", help="cluster folder to land under (default: local)")
     probe.add_argument("--node", default=None, help="node name (default: this host's short name)")
-    probe.add_argument("--dtype", default="bf16", help="bf16, fp16, tf32, fp32 or fp64 (default: bf16)")
-    probe.add_argument("--size", type=int, default=None, help="matrix size n (default: 8192 on a GPU, 1024 on the CPU)")
-    probe.add_argument(
-        "--iterations", type=int, default=None, help="timed iterations (default: 50 on a GPU, 20 on the CPU)"
-    )
     probe.add_argument("--backend", default="auto", help="auto, cuda, torch-cpu or numpy (default: auto)")
-    probe.add_argument("--all", action="store_true", help="the whole probe catalogue (docs/probes.md), one file")
-    probe.add_argument("--quick", action="store_true", help="with --all: tiny sizes (smoke test)")
+    probe.add_argument("--all", action="store_true", help="the whole catalogue (the default without --probe)")
+    from probes.cli import add_selection_arguments
+
+    add_selection_arguments(probe)
 
     alerts = command("alerts", "list, acknowledge, resolve or silence alerts (no subcommand: list)", cmd_alerts)
     alert_commands = alerts.add_subparsers(dest="alerts_command", metavar="{list,ack,resolve,silence,deliver}")

@@ -1,5 +1,6 @@
 """``python -m probes gemm --out-dir LANDING_ROOT --cluster NAME``: run a probe, land its JSON lines;
-``python -m probes run --all --out-dir LANDING_ROOT --cluster NAME``: the whole catalogue, one file.
+``python -m probes run --out-dir LANDING_ROOT --cluster NAME [--probe NAME ...] [--quick]``: the catalogue (or a
+subset), one file; ``--pipes`` when a Dagster Pipes client started it.
 
 The file goes to ``landing_path(LANDING_ROOT, cluster, node, started_at)``, i.e.
 ``LANDING_ROOT/probe_results/<cluster>/<yyyy-mm-dd>/<node>__-__-__<ts>.jsonl``; point ``--out-dir`` at
@@ -52,20 +53,74 @@ def build_parser() -> argparse.ArgumentParser:
 def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser(
         "run",
-        help="run the catalogue (--all) on one device and land one JSON-lines file",
-        description="Runs health (before/after), launch_latency, hbm_stream, host_device_copy, gemm and burn_soak "
-        "on one GPU (or the CPU: GPU-only probes write skipped rows) and lands every row in one file.",
+        help="run the catalogue (or --probe NAME ...) on one device and land one JSON-lines file",
+        description="Runs health (before/after) around launch_latency, hbm_stream, host_device_copy, gemm (every "
+        "dtype), p2p_copy, allreduce and burn_soak on one GPU (or the CPU: GPU-only probes write skipped rows), "
+        "re-runs a probe once when it fails its own verdict, and lands every row in one file.",
     )
-    run.add_argument("--all", action="store_true", required=True, help="the whole catalogue (the only selection now)")
+    run.add_argument("--all", action="store_true", help="the whole catalogue (the default without --probe)")
+    add_selection_arguments(run)
     run.add_argument("--out-dir", required=True, type=Path, help="landing root (the landing/ folder under PERFWH_HOME)")
     run.add_argument("--cluster", required=True, help="cluster name (folder under probe_results/)")
     run.add_argument("--node", default=None, help="node name (default: this host's short name)")
     run.add_argument("--backend", default="auto", choices=CHOICES, help="default: auto")
     run.add_argument("--gpu-index", type=int, default=0, help="CUDA device index (default: 0)")
-    run.add_argument("--gemm-dtype", default="bf16", choices=DTYPES, help="default: bf16")
-    run.add_argument("--gemm-size", type=int, default=None, help="default: 8192 on a GPU, 1024 on the CPU")
-    run.add_argument("--burn-seconds", type=float, default=None, help="default: 30 on a GPU, 2 on the CPU")
-    run.add_argument("--quick", action="store_true", help="tiny sizes and few iterations (smoke tests)")
+    run.add_argument(
+        "--pipes",
+        action="store_true",
+        help="report to Dagster over Pipes (needs dagster-pipes; started by a Pipes client, not by hand)",
+    )
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """--probe, --gemm-dtype, --gemm-size, --burn-seconds, --quick, --no-confirm (shared with ``perfwh probe``)."""
+    from probes.suite import SELECTABLE  # noqa: PLC0415 - keeps `gemm --help` light
+
+    parser.add_argument(
+        "--probe",
+        action="append",
+        choices=SELECTABLE,
+        metavar="NAME",
+        help=f"run only this probe (repeatable; default: all of {', '.join(SELECTABLE)})",
+    )
+    parser.add_argument(
+        "--gemm-dtype", action="append", choices=DTYPES, metavar="DTYPE", help="GEMM dtype (repeatable; default: all)"
+    )
+    parser.add_argument("--gemm-size", type=int, default=None, help="default: 8192 (bf16/fp16/fp8) or 4096 on a GPU")
+    parser.add_argument("--burn-seconds", type=float, default=None, help="default: 30 on a GPU, 2 on the CPU")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and few iterations (smoke tests)")
+    parser.add_argument("--no-confirm", action="store_true", help="do not re-run a probe that failed its own verdict")
+
+
+def suite_options(args: argparse.Namespace):
+    from probes.suite import SELECTABLE, SuiteOptions  # noqa: PLC0415
+
+    return SuiteOptions(
+        gemm_dtypes=tuple(args.gemm_dtype or DTYPES),
+        gemm_size=args.gemm_size,
+        burn_seconds=args.burn_seconds,
+        quick=args.quick,
+        probes=tuple(args.probe or SELECTABLE),
+        confirm=not args.no_confirm,
+    )
+
+
+def progress_bar(stream=None, width: int = 24):
+    """A progress callback: a redrawn bar on a terminal, one line per step otherwise (logs, Pipes)."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+
+    def show(done: int, total: int, name: str) -> None:
+        filled = int(width * done / total) if total else width
+        bar = "#" * filled + "-" * (width - filled)
+        text = f"[{bar}] {done}/{total} {name}"
+        if tty:
+            stream.write("\r" + text.ljust(width + 48) + ("\n" if name == "done" else ""))
+        else:
+            stream.write(text + "\n")
+        stream.flush()
+
+    return show
 
 
 def table(results: Sequence[ProbeResult]) -> str:
@@ -88,21 +143,23 @@ def table(results: Sequence[ProbeResult]) -> str:
 
 def run_suite(args: argparse.Namespace) -> int:
     from probes.common import new_run  # noqa: PLC0415 - keeps `gemm --help` light
-    from probes.suite import SuiteOptions, run_all  # noqa: PLC0415
+    from probes.suite import run_all  # noqa: PLC0415
 
     node = args.node or hostname()
     started_at = utc_now()
     try:
         target = landing_path(args.out_dir, args.cluster, node, started_at)
         backend = select_backend(args.backend, args.gpu_index)
+        options = suite_options(args)
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     info = new_run(backend, node=node, started_at=started_at)
-    options = SuiteOptions(
-        gemm_dtype=args.gemm_dtype, gemm_size=args.gemm_size, burn_seconds=args.burn_seconds, quick=args.quick
-    )
-    results = run_all(info, options, log=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.pipes:
+        from probes.pipes_report import run_reporting_to_dagster  # noqa: PLC0415 - needs dagster-pipes
+
+        return run_reporting_to_dagster(info, options, target, progress_bar())
+    results = run_all(info, options, progress=progress_bar())
     write_jsonl(results, target)
     print(target)
     print(table(results))

@@ -6,11 +6,14 @@ import os
 import platform
 import sys
 import time
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from probes import PROBE_VERSION
 from probes.backends import Backend, hostname
 
+REPO = Path(__file__).resolve().parents[1]
 ENV_ALLOW_LIST = (
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
@@ -47,6 +50,63 @@ def _numpy_blas() -> str | None:
         return None
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def git_sha(repo: Path) -> str | None:
+    """HEAD's commit of a checkout (a worktree's ``.git`` file and packed refs included), read without git."""
+    git = repo / ".git"
+    if git.is_file():
+        text = _read(str(git)) or ""
+        git = Path(text[len("gitdir: ") :]) if text.startswith("gitdir: ") else git
+    head = _read(str(git / "HEAD"))
+    if not head or not head.startswith("ref: "):
+        return head
+    ref = head[len("ref: ") :]
+    common = _read(str(git / "commondir"))
+    for folder in (git, (git / common).resolve() if common else None):
+        if folder is None:
+            continue
+        sha = _read(str(folder / ref))
+        if sha:
+            return sha
+        for line in (_read(str(folder / "packed-refs")) or "").splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    return None
+
+
+@lru_cache(maxsize=1)
+def host_facts() -> dict[str, Any]:
+    """Facts of the host that do not change within a run (probes.md section 7, host group): CPU model,
+    governor, memory, last-level cache, virtualisation flag, and the git SHA of the probe code."""
+    meminfo = _read("/proc/meminfo") or ""
+    mem_kb = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemTotal:")), None)
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    llc = None
+    for index in range(4, -1, -1):  # the highest cache level the kernel lists
+        size = _read(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size")
+        if size:
+            llc = int(size[:-1]) * 1024 if size.endswith("K") else (int(size) if size.isdigit() else None)
+            break
+    sha = git_sha(REPO)
+    return {
+        "cpu_model": next(
+            (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), None
+        ),
+        "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "hypervisor": (" hypervisor" in cpuinfo) if cpuinfo else None,
+        "mem_total_bytes": mem_kb * 1024 if mem_kb is not None else None,
+        "llc_bytes": llc,
+        "probe_git_sha": sha,
+    }
+
+
 def base_context(backend: Backend) -> dict[str, Any]:
     import numpy as np
 
@@ -65,12 +125,18 @@ def base_context(backend: Backend) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpu_affinity": _affinity(),
         "env": {name: os.environ[name] for name in ENV_ALLOW_LIST if name in os.environ},
+        "mode": "isolated",
+        **host_facts(),
     }
     torch = sys.modules.get("torch")  # imported by the backend choice; never imported here
     if backend.backend == "torch" and torch is not None:
         context["torch"] = torch.__version__
         context["torch_cuda"] = getattr(torch.version, "cuda", None)
         context["torch_num_threads"] = torch.get_num_threads()
+        try:
+            context["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        except Exception:  # older torch
+            context["torch_cpu_capability"] = None
         if backend.device_kind == "cuda":
             try:
                 props = torch.cuda.get_device_properties(backend.gpu_index)
@@ -84,12 +150,24 @@ def base_context(backend: Backend) -> dict[str, Any]:
     return context
 
 
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from /proc/stat; None where there is no /proc."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
 class CpuLoad:
-    """Contention indicators over a window: load average before/after and the process's CPU time over
-    (wall x allowed CPUs), which on a shared VM tells a slow CPU from a busy one (probes.md section 8)."""
+    """Contention indicators over a window: load average before/after, the process's CPU time over
+    (wall x allowed CPUs), which on a shared VM tells a slow CPU from a busy one, and the share of CPU
+    time the hypervisor stole (probes.md section 8). Unknown stays None, never 0."""
 
     def __enter__(self) -> "CpuLoad":
         self.load_before = _loadavg()
+        self._jiffies = _cpu_jiffies()
         self._wall = time.perf_counter()
         self._cpu = time.process_time()
         return self
@@ -100,10 +178,15 @@ class CpuLoad:
         cpus = _affinity() or os.cpu_count() or 1
         self.load_after = _loadavg()
         self.cpu_utilisation = round(cpu / (wall * cpus), 3) if wall > 0 else None
+        after = _cpu_jiffies()
+        self.steal_share = None
+        if self._jiffies is not None and after is not None and after[1] > self._jiffies[1]:
+            self.steal_share = round((after[0] - self._jiffies[0]) / (after[1] - self._jiffies[1]), 4)
 
     def summary(self) -> dict[str, Any]:
         return {
             "loadavg_before": self.load_before,
             "loadavg_after": self.load_after,
             "process_cpu_utilisation": self.cpu_utilisation,
+            "cpu_steal_share": self.steal_share,
         }

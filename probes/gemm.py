@@ -30,9 +30,11 @@ from probes.verdict import FRACTION_FLOOR, judge
 
 PROBE = "gemm"
 UNIT = "TFLOP/s"
-DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")  # fp8 (torch._scaled_mm) is not in v0
+DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8", "fp64")
+FP8_MIN_CAPABILITY = (8, 9)  # e4m3 tensor cores: Ada and Hopper onwards
 NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
-TOLERANCE = {"fp64": 1e-10, "fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}  # ‖out−ref‖/‖ref‖
+# fp8: its inputs are quantized first and the fp64 reference uses the quantized inputs; the output is bf16
+TOLERANCE = {"fp64": 1e-10, "fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2, "fp8": 5e-2}  # ‖out−ref‖/‖ref‖
 CHECK_ROWS = 256
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 L2_FLUSH_MAX_SIZE = 4096
@@ -50,8 +52,28 @@ def flops_per_product(size: int) -> int:
     return 2 * size**3
 
 
+def unsupported(backend: Backend, dtype: str, torch: Any = None) -> str | None:
+    """Why ``dtype`` cannot run on this backend (the row is then ``skipped``), or None.
+
+    fp8 (e4m3 via ``torch._scaled_mm``) runs only on CUDA devices of compute capability >= 8.9 with a
+    torch that has ``float8_e4m3fn`` and ``_scaled_mm``; a CPU emulation would say nothing about tensor cores.
+    """
+    if dtype != "fp8":
+        return None
+    if backend.device_kind != "cuda":
+        return "fp8 needs a CUDA device with compute capability >= 8.9: not run on the CPU"
+    if torch is None or not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        return "fp8 needs torch.float8_e4m3fn and torch._scaled_mm: not in this torch"
+    major, minor = torch.cuda.get_device_capability(backend.gpu_index)
+    if (major, minor) < FP8_MIN_CAPABILITY:
+        return f"fp8 needs compute capability >= 8.9; this device is {major}.{minor}"
+    return None
+
+
 def effective_dtype(backend: Backend, dtype: str) -> tuple[str, str | None]:
     """The dtype that actually runs on this backend, and a note when it is not the one asked for."""
+    if dtype == "fp8":  # never emulated: it runs as fp8 or is skipped (``unsupported``)
+        return dtype, None
     if backend.backend == "numpy" and dtype not in NUMPY_DTYPES:
         return "fp32", f"numpy has no fast {dtype} matmul: ran fp32 instead of {dtype}"
     if backend.backend == "torch" and backend.device_kind == "cpu" and dtype == "tf32":
@@ -154,6 +176,7 @@ def time_torch(
         "fp16": torch.float16,
         "tf32": torch.float32,
         "fp32": torch.float32,
+        "fp8": getattr(torch, "float8_e4m3fn", None),
         "fp64": torch.float64,
     }[dtype]
     cuda = backend.device_kind == "cuda"
@@ -163,12 +186,27 @@ def time_torch(
     generator = torch.Generator(device=device).manual_seed(seed)
     a = torch.randn(size, size, generator=generator, device=device, dtype=torch.float32).to(torch_dtype)
     b = torch.randn(size, size, generator=generator, device=device, dtype=torch.float32).to(torch_dtype)
-    c = torch.empty(size, size, device=device, dtype=torch_dtype)
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     context: dict[str, Any] = {"timing": "cuda_events" if cuda else "perf_counter"}
+    if dtype == "fp8":
+        # _scaled_mm wants B column-major (b.t() of a row-major b) and dims that are multiples of 16
+        if size % 16:
+            raise ValueError(f"fp8 GEMM needs a size that is a multiple of 16, not {size}")
+        b_cols = b.t()
+        scale = torch.tensor(1.0, device=device)
+        c = torch.empty(size, size, device=device, dtype=torch.bfloat16)
+        context.update(fp8_format="e4m3fn", fp8_out_dtype="bf16", fp8_scales=1.0)
 
-    def step() -> None:
-        torch.mm(a, b, out=c)
+        def step() -> None:
+            torch._scaled_mm(a, b_cols, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16, out=c)
+
+        reference_b = b_cols
+    else:
+        c = torch.empty(size, size, device=device, dtype=torch_dtype)
+        reference_b = b
+
+        def step() -> None:
+            torch.mm(a, b, out=c)
 
     with _precision(torch, dtype, cuda) as flags:
         context["precision"] = flags
@@ -199,7 +237,7 @@ def time_torch(
                     step()
                     seconds.append((time.perf_counter_ns() - begin) / 1e9)
         rows = min(CHECK_ROWS, size)
-        ref = (a[:rows].double() @ b.double()).cpu().numpy()
+        ref = (a[:rows].double() @ reference_b.double()).cpu().numpy()
         out = c[:rows].double().cpu().numpy()
     return Timing(seconds, _relative_error(out, ref), context)
 
@@ -257,6 +295,9 @@ def run_gemm(
     )
     info = RunInfo(run_id=run_id, node=node, started_at=started_at, backend=backend)
     metric = metric_name(ran_dtype, size)
+    why_not = unsupported(backend, ran_dtype, import_torch()[0] if backend.backend == "torch" else None)
+    if why_not is not None:
+        return unmeasured(info, PROBE, metric, UNIT, "skipped", why_not, context, peak=peak)
     sampler = ReasonSampler(backend.gpu_uuid) if backend.device_kind == "cuda" and backend.backend == "torch" else None
     try:
         load = CpuLoad()

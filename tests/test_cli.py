@@ -130,22 +130,18 @@ def test_evaluate_prints_the_table_and_json_from_the_published_warehouse(demo_ho
 
 def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):
     result = run_cli(
-        "probe",
-        "--backend",
-        "numpy",
-        "--size",
-        "128",
-        "--iterations",
-        "5",
-        "--node",
-        "host1",
-        "--data-dir",
-        str(tmp_path),
-    )
+        "probe", "--probe", "gemm", "--gemm-dtype", "fp32", "--gemm-dtype", "fp8", "--gemm-size", "128", "--quick",
+        "--backend", "numpy", "--node", "host1", "--data-dir", str(tmp_path),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    first, landed = result.stdout.strip().splitlines()
-    assert "on cpu (numpy" in first and "no physical limit" in first
-    assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t1 rows\tok")
+    assert "2/2 done" in result.stderr  # the progress bar (one line per step when stderr is not a terminal)
+    lines = result.stdout.strip().splitlines()
+    fp32 = next(line for line in lines if "fp32_128_tflops" in line)
+    assert "TFLOP/s" in fp32 and fp32.rstrip().endswith("pass")
+    fp8 = next(line for line in lines if "fp8_128_tflops" in line)
+    assert "skipped" in fp8 and "compute capability" in fp8
+    landed = lines[-1]
+    assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t11 rows\tok")
 
 
 def test_sql_without_a_warehouse_says_what_to_do(tmp_path):

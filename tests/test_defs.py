@@ -61,10 +61,14 @@ def test_dbt_data_tests_are_asset_checks(definitions):
 def test_sensor_schedules_and_jobs_exist(definitions, specs):
     build_job = definitions.resolve_job_def("ingest_and_build")
     built = {key.to_user_string() for key in build_job.asset_layer.executable_asset_keys}
-    assert "local_gemm_probe" not in built and {"raw_dcgm", "fct_fleet_day", "alert_outbox"} <= built
+    assert (
+        not {"local_probe_suite", "remote_probe_suite"} & built
+        and {"raw_dcgm", "fct_fleet_day", "alert_outbox"} <= built
+    )
     assert definitions.resolve_schedule_def("daily_build").cron_schedule == "0 6 * * *"
-    assert definitions.resolve_schedule_def("daily_probes").job.name == "probe_local_host"
-    assert specs["local_gemm_probe"].group_name == "probes"
+    probes = definitions.resolve_schedule_def("daily_probes")
+    assert probes.job.name == "probe_local_host" and probes.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert specs["local_probe_suite"].group_name == specs["remote_probe_suite"].group_name == "probes"
     assert definitions.resolve_sensor_def("landing_sensor")
     detection = definitions.resolve_schedule_def("daily_detection")
     assert detection.cron_schedule == "0 7 * * *" and detection.default_status == dg.DefaultScheduleStatus.RUNNING

@@ -3,8 +3,9 @@ and a synthetic failing GPU landed into a copy of it, flagged with its evidence.
 
 from __future__ import annotations
 
+import json
 import shutil
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -37,15 +38,33 @@ def test_every_demo_gpu_passes_the_gemm_floor_and_no_node_is_drained(demo_snapsh
     ).iloc[0]
     assert cohort.judged > 0 and cohort.widest < 0.05  # demo GPUs sit within 78-80% of peak
     health = demo_snapshot(
-        "select count(*) as node_days, count(*) filter (where drain_recommended) as drained, "
-        "count(distinct worst_verdict) as verdicts, min(worst_verdict) as worst from fct_node_health"
+        "select count(*) filter (where probes_run > 0) as node_days, count(*) filter (where drain_recommended) "
+        "as drained, count(distinct worst_verdict) filter (where probes_run > 0) as verdicts, "
+        "min(worst_verdict) filter (where probes_run > 0) as worst, "
+        "count(*) filter (where probes_run = 0 and worst_verdict <> 'unknown') as unprobed_not_unknown, "
+        "count(*) filter (where lemon) as lemons from fct_node_health"
     ).iloc[0]
     assert health.node_days > 0 and health.drained == 0 and health.verdicts == 1 and health.worst == "pass"
+    assert health.unprobed_not_unknown == 0 and health.lemons == 0
+
+
+def _dcgm_range_json(node: str, uuid: str, start, series: dict[str, list[str]]) -> str:
+    """A Prometheus range-query JSON (the dcgm format) of one GPU, 5-minute steps from ``start``."""
+    first = int(start.timestamp())
+    result = [
+        {
+            "metric": {"__name__": field, "gpu": "9", "UUID": uuid, "Hostname": node, "device": "nvidia9"},
+            "values": [[first + 300 * i, value] for i, value in enumerate(values)],
+        }
+        for field, values in series.items()
+    ]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
 
 
 @pytest.fixture(scope="module")
 def failing_home(demo_home, tmp_path_factory):
-    """A copy of the demo with one synthetic GPU on a demo node: slow GEMM and a burn mismatch."""
+    """A copy of the demo with one synthetic GPU on a demo node: slow GEMM and a burn mismatch, run twice
+    (the suite's confirmation re-run), and the day before, DCGM saw a critical XID and uncorrectable ECC."""
     from perf_assets.lib.build import build
 
     home = data_home(tmp_path_factory.mktemp("failing") / "home")
@@ -57,57 +76,69 @@ def failing_home(demo_home, tmp_path_factory):
         "group by node, sku, peak order by node limit 1",
     )[1][0]
     started = started + timedelta(hours=1)
-    base = dict(
-        run_id="synthetic-bad-gpu", node=node, gpu_uuid="GPU-badbadba-dbad-badb-adba-dbadbadbadba", gpu_index=9,
-        sku=sku, device_kind="cuda", iqr=None, ci_low=None, ci_high=None, n=50, throttle_class="clean",
-        reason=None, started_at=started,
-    )  # fmt: skip
+    uuid = "GPU-badbadba-dbad-badb-adba-dbadbadbadba"
     value = round(0.60 * peak, 2)
-    rows = [
-        ProbeResult(
-            **base,
-            probe="gemm",
-            metric="bf16_8192_tflops",
-            value=value,
-            unit="TFLOP/s",
-            median=value,
-            peak=peak,
-            fraction_of_peak=0.60,
-            status="pass",
-        ),  # fmt: skip
-        ProbeResult(
-            **base,
-            probe="burn_soak",
-            metric="mismatched_elements",
-            value=3.0,
-            unit="elements",
-            median=3.0,
-            peak=None,
-            fraction_of_peak=None,
-            status="fail",
-        ),  # fmt: skip
-    ]
+    rows = []
+    for run_id, at in (("synthetic-bad-gpu", started), ("synthetic-bad-gpu-r1", started + timedelta(minutes=2))):
+        base = dict(
+            run_id=run_id, node=node, gpu_uuid=uuid, gpu_index=9, sku=sku, device_kind="cuda", iqr=None,
+            ci_low=None, ci_high=None, n=50, throttle_class="clean", reason=None, started_at=at,
+        )  # fmt: skip
+        rows += [
+            ProbeResult(
+                **base, probe="gemm", metric="bf16_8192_tflops", value=value, unit="TFLOP/s", median=value,
+                peak=peak, fraction_of_peak=0.60, status="pass",
+            ),
+            ProbeResult(
+                **base, probe="burn_soak", metric="mismatched_elements", value=3.0, unit="elements", median=3.0,
+                peak=None, fraction_of_peak=None, status="fail",
+            ),
+        ]  # fmt: skip
     write_jsonl(rows, landing_path(home.landing, "synthetic", node, started))
+    day_before = datetime.combine(started.date() - timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
+    dcgm = home.landing / "dcgm" / "synthetic" / day_before.date().isoformat() / f"{node}__-__-__x.json"
+    dcgm = dcgm.with_name(f"{node}__-__-__{day_before:%Y%m%dT%H%M%SZ}.json")
+    dcgm.parent.mkdir(parents=True, exist_ok=True)
+    dcgm.write_text(
+        _dcgm_range_json(
+            node,
+            uuid,
+            day_before + timedelta(hours=1),
+            {"DCGM_FI_DEV_XID_ERRORS": ["0", "0", "79", "79"], "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ["0", "0", "2", "2"]},
+        )  # fmt: skip
+    )
     assert build(home), "the build with the synthetic GPU failed"
-    return home, node
+    return home, node, started.date()
 
 
-def test_a_synthetic_failing_gpu_is_flagged_with_its_evidence(failing_home):
-    home, node = failing_home
+def test_a_synthetic_failing_gpu_is_flagged_with_its_evidence_once_the_re_run_confirms_it(failing_home):
+    home, node, day = failing_home
     fired = _frame(
         home,
-        "select rule, verdict, evidence from intermediate.int_probe_verdicts "
-        "where run_id = 'synthetic-bad-gpu' and fired order by rule",
+        "select run_id, rule, verdict, evidence from intermediate.int_probe_verdicts "
+        "where run_id like 'synthetic-bad-gpu%' and fired order by rule",
     )
-    verdicts = dict(zip(fired.rule, fired.verdict))
-    assert verdicts["gemm_floor"] == "fail" and verdicts["sdc"] == "fail" and verdicts["missing_or_failed"] == "fail"
-    assert verdicts["gemm_regression"] == "warn"  # a cohort regression waits for a confirming re-run
-    evidence = dict(zip(fired.rule, fired.evidence))
+    first = fired[fired.run_id == "synthetic-bad-gpu"]
+    again = fired[fired.run_id == "synthetic-bad-gpu-r1"]
+    first_verdicts, verdicts = dict(zip(first.rule, first.verdict)), dict(zip(again.rule, again.verdict))
+    # the first attempt: hard failures fail at once, the rest wait for the confirming re-run
+    assert first_verdicts["sdc"] == "fail"
+    assert first_verdicts["gemm_floor"] == first_verdicts["gemm_regression"] == "warn"
+    assert "awaiting a confirming re-run" in dict(zip(first.rule, first.evidence))["gemm_floor"]
+    # the re-run broke the same rules: confirmed
+    assert verdicts["gemm_floor"] == verdicts["gemm_regression"] == verdicts["missing_or_failed"] == "fail"
+    evidence = dict(zip(again.rule, again.evidence))
     assert "fraction_of_peak = 0.6" in evidence["gemm_floor"] and "x < 0.70" in evidence["gemm_floor"]
     assert "vs cohort median" in evidence["gemm_regression"] and "-2" in evidence["gemm_regression"]
-    drain = _frame(home, "select * from fct_node_health where drain_recommended")
-    assert list(drain.node) == [node]
-    (row,) = drain.itertuples()
-    assert row.failing_gpus == 1 and row.worst_verdict == "fail"
-    assert set(row.failing_rules.split(",")) == {"gemm_floor", "missing_or_failed", "sdc"}
-    assert "GPU-badbadba" in row.failing_evidence and "SDC" in row.drain_reason
+    drain = _frame(home, f"select * from fct_node_health where node = '{node}' and drain_recommended order by 2")
+    before, today = drain.itertuples()
+    assert today.health_date == day and today.failing_gpus == 1 and today.worst_verdict == "fail"
+    assert set(today.failing_rules.split(",")) == {"gemm_floor", "gemm_regression", "missing_or_failed", "sdc"}
+    assert "GPU-badbadba" in today.failing_evidence and "SDC" in today.drain_reason
+    # the day before: DCGM's critical XID and uncorrectable ECC; today the node is a lemon (2 failing days of 7)
+    assert before.health_date == day - timedelta(days=1) and before.failing_gpus == 0  # its probes passed
+    assert before.critical_xid_events == 1 and before.xid_codes == "79" and before.ecc_dbe_errors == 2
+    assert "critical XID" in before.drain_reason and "uncorrectable ECC" in before.drain_reason and not before.lemon
+    assert today.fail_days_7d == 2 and today.lemon and "lemon: failed on 2 of the last 7 days" in today.drain_reason
+    others = _frame(home, f"select count(*) as n from fct_node_health where node <> '{node}' and drain_recommended")
+    assert others.n[0] == 0

@@ -37,7 +37,10 @@ def test_the_suite_runs_every_probe_of_the_catalogue_in_one_run(cpu_rows):
 
 def test_measured_cpu_rows_carry_a_ci_and_no_physical_limit(cpu_rows):
     measured = [
-        r for r in cpu_rows if r.probe in ("launch_latency", "hbm_stream", "gemm") or r.metric == "sustained_tflops"
+        r
+        for r in cpu_rows
+        if r.status != "skipped"
+        and (r.probe in ("launch_latency", "hbm_stream", "gemm") or r.metric == "sustained_tflops")
     ]
     assert {r.metric for r in measured} >= {"dispatch_us", "copy_gbps", "triad_gbps", "dot_gbps", "sustained_tflops"}
     for r in measured:
@@ -49,7 +52,11 @@ def test_measured_cpu_rows_carry_a_ci_and_no_physical_limit(cpu_rows):
 
 def test_gpu_only_probes_write_skipped_rows_with_the_reason_on_a_cpu(cpu_rows):
     skipped = [r for r in cpu_rows if r.status == "skipped"]
-    assert {r.probe for r in skipped} == {"host_device_copy", "health"}
+    assert {r.probe for r in skipped} == {"host_device_copy", "health", "gemm", "p2p_copy", "allreduce"}
+    gemm = {r.metric: r.reason for r in skipped if r.probe == "gemm"}  # numpy has fp32 and fp64 only
+    assert set(gemm) == {"bf16_256_tflops", "fp16_256_tflops", "tf32_256_tflops", "fp8_256_tflops"}
+    assert "ran fp32 instead" in gemm["bf16_256_tflops"] and "compute capability" in gemm["fp8_256_tflops"]
+    assert "2 CUDA devices" in next(r.reason for r in skipped if r.probe == "p2p_copy")
     assert {r.metric for r in skipped if r.probe == "host_device_copy"} >= {"h2d_pinned_gbps", "d2h_pageable_gbps"}
     assert {r.metric for r in skipped if r.probe == "health"} >= {"ecc_dbe_delta", "xid_critical_events"}
     for r in skipped:
@@ -153,3 +160,17 @@ def test_cli_run_all_lands_one_file_that_ingests_with_skipped_rows(tmp_path):
     assert "h2d_pinned_gbps" in done.stdout and "skipped" in done.stdout
     outcomes = ingest(home)
     assert [(o.status, o.rows) for o in outcomes] == [("ok", len(records))]
+
+
+def test_every_row_carries_its_context_and_contention_and_every_measured_row_its_uncertainty(cpu_rows):
+    for r in cpu_rows:
+        context = r.context
+        assert context["probe_version"] and context["hostname"] and context["mode"] == "isolated", r.metric
+        assert context["device_kind"] == r.device_kind == "cpu" and "probe_git_sha" in context and context["cpu_model"]
+        contention = context["contention"]
+        assert set(contention) == {"loadavg_before", "loadavg_after", "process_cpu_utilisation", "cpu_steal_share"}
+        assert contention["process_cpu_utilisation"] is None or 0 <= contention["process_cpu_utilisation"] <= 1.5
+        if r.status != "skipped" and r.iqr is not None:  # measured from samples: the spread and the CI
+            assert r.n >= 2 and r.ci_low <= r.median <= r.ci_high and "drift" in context["stats"], r.metric
+        if r.status == "skipped":
+            assert r.value is None and r.ci_low is None and r.reason

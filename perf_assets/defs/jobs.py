@@ -19,8 +19,14 @@ daily_build_schedule = dg.ScheduleDefinition(
 
 probe_local_host = dg.define_asset_job(
     "probe_local_host",
-    selection=dg.AssetSelection.groups("probes"),
-    description="Run the probes on the host that runs Dagster; results land for the next ingestion.",
+    selection=dg.AssetSelection.assets("local_probe_suite"),
+    description="Run the probe catalogue on the host that runs Dagster; results land for the next ingestion.",
+)
+
+probe_remote_hosts = dg.define_asset_job(
+    "probe_remote_hosts",
+    selection=dg.AssetSelection.assets("remote_probe_suite"),
+    description="Run the probe catalogue on remote GPU hosts (partitions of probe_hosts) over ssh and Dagster Pipes.",
 )
 
 probe_schedule = dg.ScheduleDefinition(

@@ -1,20 +1,19 @@
--- Node health per node and day from the probe verdicts: what ran, the worst verdict, the rules that
--- failed with their evidence, and whether to drain the node (any confirmed fail-class verdict).
+-- Node health per node and UTC day: the probe verdicts (what ran, the worst verdict, failing and warning rules
+-- with their evidence), DCGM health (XIDs, ECC, remapped rows, throttle seconds), straggler blame from traces,
+-- repeated failures over the last 7 days, and the drain list: a node is drained for a fail-class probe verdict
+-- (hard failures at once, the rest once a re-run confirmed them), a critical XID, an uncorrectable ECC error,
+-- a failed row remap, or as a lemon (failing on var lemon_min_fail_days = 2 of the last 7 days).
 
 with
 
 verdicts as (
-    select * from {{ ref('int_probe_verdicts') }}
-),
-
-ranked as (
     select
         *,
         case verdict when 'fail' then 3 when 'warn' then 2 when 'pass' then 1 else 0 end as verdict_rank
-    from verdicts
+    from {{ ref('int_probe_verdicts') }}
 ),
 
-per_node_day as (
+probe_days as (
     select
         node,
         probe_date as health_date,
@@ -34,8 +33,76 @@ per_node_day as (
             distinct 'gpu ' || coalesce(cast(gpu_index as varchar), '?') || ' ' || gpu_uuid || ': ' || evidence, '; '
         ) filter (where verdict = 'warn') as warning_evidence,
         list_sort(list_distinct(list(category) filter (where verdict = 'fail'))) as failing_categories
-    from ranked
+    from verdicts
     group by node, probe_date
+),
+
+spine as (
+    select node, health_date from probe_days
+    union
+    select node, health_date from {{ ref('int_node_day_dcgm_health') }}
+    union
+    select node, health_date from {{ ref('int_node_day_straggler_blame') }}
+),
+
+joined as (
+    select
+        s.node,
+        s.health_date,
+        coalesce(p.probes_run, 0) as probes_run,
+        coalesce(p.gpus_probed, 0) as gpus_probed,
+        coalesce(p.runs, 0) as runs,
+        coalesce(p.rule_checks, 0) as rule_checks,
+        coalesce(p.unknown_checks, 0) as unknown_checks,
+        coalesce(p.worst_rank, 0) as worst_rank,
+        coalesce(p.failing_gpus, 0) as failing_gpus,
+        p.failing_rule_list,
+        p.warning_rule_list,
+        p.failing_evidence,
+        p.warning_evidence,
+        p.failing_categories,
+        d.xid_events,
+        d.critical_xid_events,
+        d.xid_codes,
+        d.ecc_sbe_errors,
+        d.ecc_dbe_errors,
+        d.uncorrectable_remapped_rows,
+        d.row_remap_failure,
+        d.thermal_throttle_s,
+        d.power_throttle_s,
+        b.traced_steps,
+        b.straggler_steps
+    from spine as s
+    left join probe_days as p using (node, health_date)
+    left join {{ ref('int_node_day_dcgm_health') }} as d using (node, health_date)
+    left join {{ ref('int_node_day_straggler_blame') }} as b using (node, health_date)
+),
+
+judged as (
+    select
+        *,
+        concat_ws(
+            '; ',
+            case when worst_rank = 3 then
+                failing_gpus || ' GPU(s) failed ' || array_to_string(failing_rule_list, ', ')
+                || ' (' || array_to_string(failing_categories, ', ') || ')' end,
+            case when critical_xid_events > 0 then
+                critical_xid_events || ' critical XID event(s) in DCGM (codes ' || array_to_string(xid_codes, ', ')
+                || ')' end,
+            case when ecc_dbe_errors > 0 then printf('%.0f', ecc_dbe_errors) || ' uncorrectable ECC error(s) in DCGM' end,
+            case when row_remap_failure > 0 then 'row remap failure reported by DCGM' end
+        ) as failures_today
+    from joined
+),
+
+with_history as (
+    select
+        *,
+        failures_today <> '' as failed_today,
+        count(*) filter (where failures_today <> '') over (
+            partition by node order by health_date range between interval 6 days preceding and current row
+        ) as fail_days_7d
+    from judged
 )
 
 select
@@ -52,10 +119,28 @@ select
     array_to_string(warning_rule_list, ',') as warning_rules,
     failing_evidence,
     warning_evidence,
-    worst_rank = 3 as drain_recommended,
+    xid_events,
+    critical_xid_events,
+    array_to_string(xid_codes, ',') as xid_codes,
+    ecc_sbe_errors,
+    ecc_dbe_errors,
+    uncorrectable_remapped_rows,
+    row_remap_failure,
+    thermal_throttle_s,
+    power_throttle_s,
+    traced_steps,
+    straggler_steps,
+    failed_today,
+    fail_days_7d,
+    fail_days_7d >= {{ var('lemon_min_fail_days', 2) }} as lemon,
+    failed_today or fail_days_7d >= {{ var('lemon_min_fail_days', 2) }} as drain_recommended,
     case
-        when worst_rank = 3 then
-            'drain: ' || failing_gpus || ' GPU(s) failed ' || array_to_string(failing_rule_list, ', ')
-            || ' (' || array_to_string(failing_categories, ', ') || ')'
+        when failed_today or fail_days_7d >= {{ var('lemon_min_fail_days', 2) }} then
+            'drain: ' || concat_ws(
+                '; ',
+                nullif(failures_today, ''),
+                case when fail_days_7d >= {{ var('lemon_min_fail_days', 2) }} then
+                    'lemon: failed on ' || fail_days_7d || ' of the last 7 days' end
+            )
     end as drain_reason
-from per_node_day
+from with_history
