@@ -230,7 +230,7 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) 
             env=env,
             capture_output=True,
             text=True,
-            timeout=1200,
+            timeout=600,  # a rebuild that waits for a dead run's pool slot fails here instead of hanging
         )
         seen["answers_during"] = {reader.name: len(reader.answers) for reader in readers}
         time.sleep(3)

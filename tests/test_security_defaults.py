@@ -6,6 +6,7 @@ and tests/test_faults_build.py (a whole build's logs, Dagster event log and repo
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -20,20 +21,35 @@ from perf_assets.lib.paths import REPO_ROOT, data_home
 SERVER_COMMANDS = re.compile(r"\b(dagster dev|dagster-webserver|dagster api grpc|dagster code-server start)\b")
 
 
+def _make_ui_commands(**variables: str) -> list[str]:
+    """The server command lines `make ui` would run (`make -n` prints recipes without running them)."""
+    env = {k: v for k, v in os.environ.items() if k != "PERFWH_UI_HOST"}
+    shown = subprocess.run(
+        ["make", "-n", "-B", "ui", *(f"{k}={v}" for k, v in variables.items())],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return [line for line in shown.stdout.splitlines() if SERVER_COMMANDS.search(line)]
+
+
 def test_make_ui_binds_to_loopback_unless_configured():
-    # `make -n` prints the recipes without running them (the venv stamp's install lines included).
-    shown = subprocess.run(["make", "-n", "-B", "ui"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-    servers = [line for line in shown.stdout.splitlines() if SERVER_COMMANDS.search(line)]
-    assert servers, shown.stdout
+    servers = _make_ui_commands()
+    assert servers
     for line in servers:
         assert re.search(r"(-h|--host) 127\.0\.0\.1\b", line), line
+    (configured,) = _make_ui_commands(PERFWH_UI_HOST="10.1.2.3")
+    assert "-h 10.1.2.3 " in configured
 
 
 def test_no_server_in_the_project_listens_on_every_interface():
     makefile = (REPO_ROOT / "Makefile").read_text()
+    assert re.search(r"^PERFWH_UI_HOST \?= 127\.0\.0\.1$", makefile, re.MULTILINE)
     for line in makefile.splitlines():
         if SERVER_COMMANDS.search(line):
-            assert re.search(r"(-h|--host) 127\.0\.0\.1\b", line), line
+            assert re.search(r"(-h|--host) (127\.0\.0\.1|\$\(PERFWH_UI_HOST\))( |$)", line), line
     checked = 0
     for folder in ("perf_assets", "probes", "bench", "docs"):
         for path in (REPO_ROOT / folder).rglob("*"):
