@@ -6,13 +6,15 @@ STAMP := $(VENV)/.installed
 export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
+# The UI listens on loopback only; set PERFWH_UI_HOST (e.g. to a host's address) to serve beyond it, behind auth.
+PERFWH_UI_HOST ?= 127.0.0.1
 
 .PHONY: run test ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
 	@echo "make test      the whole test suite (no GPU, no network beyond loopback)"
-	@echo "make ui        the Dagster UI on http://127.0.0.1:$(PORT)"
+	@echo "make ui        the Dagster UI on http://$(PERFWH_UI_HOST):$(PORT) (loopback unless PERFWH_UI_HOST is set)"
 	@echo "make validate  dagster definitions validate -w workspace.yaml"
 	@echo "make lint      ruff check and format check"
 	@echo "make bench     benchmarks under bench/ (ratios against a baseline measured in the same run)"
@@ -43,7 +45,7 @@ validate: manifest $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml
 
 ui: manifest $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)
+	$(BIN)/dagster dev -w workspace.yaml -h $(PERFWH_UI_HOST) -p $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check perf_assets probes tests bench

@@ -220,6 +220,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sql_error(error: Exception) -> str:
+    """DuckDB's message, led by what it means here when the query tried to write or reach outside."""
+    import duckdb
+
+    text = str(error)
+    if (
+        isinstance(error, duckdb.PermissionException)
+        or "read-only mode" in text
+        or "configuration has been locked" in text
+    ):
+        return (
+            f"perfwh sql is read-only (the published snapshot; no files, attachments, extensions or settings): {text}"
+        )
+    return text
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -240,7 +256,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         try:
             run(args.query)
         except (duckdb.Error, FileNotFoundError) as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(f"error: {_sql_error(error)}", file=sys.stderr)
             return 1
         return 0
     print(f"perfwh sql on {home.published_db} (read-only snapshot). End statements with ';', quit with Ctrl-D.")
@@ -256,7 +272,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             try:
                 run(buffer)
             except Exception as error:  # the prompt stays open after a bad query
-                print(f"error: {error}", file=sys.stderr)
+                print(f"error: {_sql_error(error)}", file=sys.stderr)
             buffer = ""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import threading
 import time
 from datetime import date, datetime, timedelta, timezone
@@ -428,7 +429,7 @@ def test_silence_holds_delivery_until_it_expires(tmp_path):
 class Receiver:
     """A webhook on 127.0.0.1 that answers from a script: 500s, a hang longer than the timeout, then 200."""
 
-    def __init__(self, script: list[str], secret: str):
+    def __init__(self, script: list[str], secret: str, port: int = 0):
         self.script = list(script)
         self.secret = secret
         self.requests: list[dict] = []
@@ -450,7 +451,7 @@ class Receiver:
                 if step == "hang":
                     time.sleep(1.0)
                 try:
-                    self.send_response(500 if step in ("500", "hang") else 200)
+                    self.send_response(int(step) if step.isdigit() else 500 if step == "hang" else 200)
                     self.end_headers()
                 except OSError:
                     pass
@@ -458,7 +459,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -475,8 +476,8 @@ def receiver(monkeypatch):
     monkeypatch.setenv("PERFWH_TEST_HOOK_SECRET", "s3cret")
     servers = []
 
-    def start(script):
-        servers.append(Receiver(script, "s3cret"))
+    def start(script, port=0):
+        servers.append(Receiver(script, "s3cret", port))
         return servers[-1]
 
     yield start
@@ -634,6 +635,120 @@ def test_a_failing_webhook_is_tried_once_per_tick_and_everything_stays_pending(t
         assert report.pending == 2 and len(report.failed) == 1
         assert len(server.requests) == 3 * tick  # three attempts for the first alert, the second waits
     assert {alert["status"] for alert in read_alerts(tmp_path)} == {"open"}
+
+
+def _free_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_webhook_down_for_several_sensor_ticks_then_back_delivers_every_alert_once(tmp_path, receiver, monkeypatch):
+    """The alert_delivery sensor ticks while the webhook refuses connections (2 ticks), then answers 503 and
+    hangs (2 ticks), then is back: each of three alerts arrives exactly once, and later ticks send nothing."""
+    import dagster as dg
+    import yaml
+
+    from perf_assets.defs.alerts.automation import alert_delivery
+
+    port = _free_loopback_port()  # nothing listens here yet: connection refused
+    url = f"http://127.0.0.1:{port}/hook"
+    (tmp_path / "alerts.yaml").write_text(yaml.safe_dump({"sinks": hook_config(url).sinks, "default_route": ["hook"]}))
+    monkeypatch.setenv("PERFWH_HOME", str(tmp_path))
+    opened = upsert(tmp_path / "alerts", *(regression(entity=name) for name in ("alpha", "beta", "gamma"))).opened
+    assert len(opened) == 3
+
+    def tick() -> str:
+        return alert_delivery(dg.build_sensor_context()).skip_message
+
+    for _ in range(2):
+        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s); 3 pending")
+    server = receiver(["503", "503", "hang", "503", "503", "503"], port=port)
+    for _ in range(2):  # up, but failing: three attempts on the first alert, the others wait
+        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s); 3 pending")
+    assert tick().startswith("delivered 3, failed 0, notified 3 alert(s); 0 pending")
+    for _ in range(2):
+        assert tick().startswith("delivered 0, failed 0, notified 0 alert(s); 0 pending")
+
+    accepted = [request["key"] for request in server.accepted()]
+    assert len(accepted) == 3 and len(set(accepted)) == 3  # every alert once, by its idempotency key
+    assert len(server.requests) == 9  # 6 failed attempts (2 ticks x 3) + 3 deliveries, nothing after
+    stored = read_alerts(tmp_path / "alerts")
+    assert {alert["status"] for alert in stored} == {"notified"}
+    assert {alert["deliveries"]["hook"]["idempotency_key"] for alert in stored} == set(accepted)
+
+
+def test_secrets_from_the_environment_never_reach_logs_the_store_or_the_cli(tmp_path, receiver, monkeypatch, caplog):
+    """The webhook secret and the Slack token are read from the environment only; failed and successful
+    deliveries, the sensor's logs and skip message, the CLI's output and every file of the store hold neither."""
+    import logging
+    import subprocess
+    import sys
+
+    import dagster as dg
+    import yaml
+
+    from perf_assets.defs.alerts.automation import alert_delivery
+
+    secret, token = "whsec-9f3c1d7e5b2a48a0", "xoxb-5522-7c1e9d0a3f6b"
+    monkeypatch.setenv("PERFWH_TEST_HOOK_SECRET", secret)
+    monkeypatch.setenv("SLACK_TOKEN", token)
+    monkeypatch.setenv("PERFWH_HOME", str(tmp_path))
+    server = Receiver(["500", "500", "500"], secret)
+    try:
+        hook = hook_config(server.url).sinks["hook"]
+        sinks = {"hook": hook, "slack": {"type": "slack", "channel": "#perf"}, "file": {"type": "jsonl"}}
+        (tmp_path / "alerts.yaml").write_text(yaml.safe_dump({"sinks": sinks, "default_route": list(sinks)}))
+        upsert(tmp_path / "alerts", regression(entity="alpha"), regression(entity="beta"))
+
+        caplog.set_level(logging.DEBUG)
+        context = dg.build_sensor_context()
+        said = [alert_delivery(context).skip_message]  # the webhook fails: a warning per failure
+        cli = subprocess.run(
+            [str(Path(sys.executable).parent / "perfwh"), "alerts", "deliver", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=120,
+        )
+        listed = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "perfwh"),
+                "alerts",
+                "list",
+                "--all",
+                "--json",
+                "--data-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=120,
+        )
+    finally:
+        server.close()
+    assert cli.returncode == 0 and "delivered" in cli.stdout
+    assert len(server.accepted()) == 2 and all(request["signature_ok"] for request in server.requests)
+    said += [cli.stdout, cli.stderr, listed.stdout, listed.stderr, caplog.text]
+    for path in sorted(tmp_path.rglob("*")):
+        if path.is_file():
+            said.append(path.read_bytes().decode("utf-8", "replace"))
+    assert "failed 1" in said[0] and "slack" in "".join(said)  # the tick failed, the Slack sink was mentioned
+    for text in said:
+        assert secret not in text and token not in text
+
+
+def test_secrets_written_into_alerts_yaml_are_refused():
+    for sink in (
+        {"type": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "abc"},
+        {"type": "webhook", "url": "https://user:hunter2@hooks.example/x"},
+        {"type": "slack", "channel": "#perf", "token": "xoxb-1"},
+    ):
+        with pytest.raises(AlertError, match="secrets come only from the environment"):
+            AlertConfig.from_dict({"sinks": {"s": sink}, "default_route": ["s"]})
 
 
 def test_a_second_delivery_pass_does_not_run_while_one_holds_the_lock(tmp_path):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pandas as pd
 import yaml
@@ -75,6 +76,10 @@ def default_actor() -> str:
 # --------------------------------------------------------------------------- config
 
 
+# Keys that would put a secret into alerts.yaml (and from there into logs and reports): refused.
+INLINE_SECRET_KEYS = ("secret", "token", "password", "api_key", "signing_key")
+
+
 @dataclass(frozen=True)
 class AlertConfig:
     """alerts.yaml: sinks, routes, owners, severity thresholds and auto-resolve (docs/alerts.md)."""
@@ -100,6 +105,13 @@ class AlertConfig:
                 raise AlertError(f"alerts config: sink {name!r} needs type jsonl, webhook or slack")
             if sink["type"] == "webhook" and not sink.get("url"):
                 raise AlertError(f"alerts config: webhook sink {name!r} needs a url")
+            inline = sorted(key for key in sink if key in INLINE_SECRET_KEYS)
+            if inline or (sink["type"] == "webhook" and urlsplit(str(sink["url"])).password):
+                raise AlertError(
+                    f"alerts config: sink {name!r} holds a secret ({', '.join(inline) or 'a password in the url'}); "
+                    "secrets come only from the environment: name the variable with secret_env (webhook) or "
+                    "token_env (slack)"
+                )
         routes = raw.get("routes") or []
         default_route = list(raw.get("default_route") or ["file"])
         for route in [*routes, {"sinks": default_route}]:

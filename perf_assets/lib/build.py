@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,52 @@ def _instance():
     return dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
 
 
+# Tags of every `perfwh build` run: which process on which host runs it.
+RUN_PID_TAG = "perfwh/build_pid"
+RUN_HOST_TAG = "perfwh/build_host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def release_abandoned_builds(instance) -> list[str]:
+    """Mark failed the `perfwh build` runs of this host whose process is gone, and free their pool slots.
+
+    A build killed part-way (SIGKILL, the OOM killer, a closed terminal) never ends its run: in a persistent
+    instance (DAGSTER_HOME) the run stays STARTED and keeps its `warehouse_writer` slot, so every later build
+    waits for that slot forever. Call only while holding the warehouse write lock (no other `perfwh build` of
+    this data home runs then). Runs launched by the daemon are left to Dagster's run monitoring."""
+    import dagster as dg
+
+    if instance.is_ephemeral:
+        return []
+    unfinished = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(statuses=unfinished, tags={RUN_HOST_TAG: socket.gethostname()})
+    )
+    released = []
+    for record in records:
+        run = record.dagster_run
+        pid = run.tags.get(RUN_PID_TAG, "")
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        instance.report_run_failed(
+            run,
+            message=f"perfwh build process {pid} ended without finishing this run (killed?): marked failed by a "
+            "later perfwh build, which freed the run's concurrency pool slots",
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
+
+
 def build(
     home: DataHome, selection: str | None = None, lock_timeout_s: float = 3600.0, log_level: str = "INFO"
 ) -> bool:
@@ -64,8 +111,12 @@ def build(
     assets = list(definitions.assets or [])
     # Probes are not part of a build (they measure this host now, so a build would not be reproducible).
     chosen = selection or (dg.AssetSelection.all() - dg.AssetSelection.groups("probes"))
+    instance = _instance()
+    tags = {RUN_PID_TAG: str(os.getpid()), RUN_HOST_TAG: socket.gethostname()}
     with warehouse_write_lock(home, timeout_s=lock_timeout_s):
+        for run_id in release_abandoned_builds(instance):
+            print(f"an earlier perfwh build (run {run_id}) was killed part-way: marked failed, its pool slot freed")
         result = dg.materialize(
-            assets, resources=resources, instance=_instance(), selection=chosen, raise_on_error=False
+            assets, resources=resources, instance=instance, selection=chosen, raise_on_error=False, tags=tags
         )
     return result.success

@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 # query the lake's Parquet (or these tables) rather than a copy of every raw row.
 PUBLISHED_SCHEMAS = ("main", "intermediate")
 
+# How every reader opens the published snapshot: read-only, and no way out of it. DuckDB's read_only
+# alone still lets a query write files (COPY ... TO, EXPORT DATABASE), read any file (read_csv('/etc/...')),
+# attach other databases and download extensions (INSTALL); external access off forbids all of these, and
+# the locked configuration keeps a query from switching it back on (SET enable_external_access).
+READER_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+
 _locks: dict[str, FileLock] = {}
 _locks_guard = threading.Lock()
 
@@ -101,10 +113,12 @@ def publish_snapshot(home: DataHome) -> Path:
 
 
 def query_published(home: DataHome, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one query on the published snapshot, read-only: never blocks or is blocked by a build."""
+    """Run one query on the published snapshot, read-only: never blocks or is blocked by a build.
+
+    Writes of any kind (CREATE, INSERT, ATTACH, COPY ... TO, INSTALL, SET) raise a duckdb.Error; see READER_CONFIG."""
     if not home.published_db.exists():
         raise FileNotFoundError(f"no published warehouse at {home.published_db}: run `perfwh build` first")
-    connection = duckdb.connect(str(home.published_db), read_only=True)
+    connection = duckdb.connect(str(home.published_db), read_only=True, config=READER_CONFIG)
     try:
         cursor = connection.execute(sql)
         columns = [column[0] for column in cursor.description] if cursor.description else []

@@ -19,7 +19,7 @@ def landing_sensor(context: dg.SensorEvaluationContext):
     newest = cursor
     fresh = 0
     for path in landed_files(home.landing):
-        modified = path.stat().st_mtime_ns
+        modified = path.lstat().st_mtime_ns  # lstat: a dangling link (quarantined by ingest) has no target
         if modified > cursor:
             fresh += 1
             newest = max(newest, modified)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,6 +12,7 @@ from perf_assets.lib.contracts import landing_sources
 from perf_assets.lib.ingest.formats.dcgmi_dmon import looks_like_dmon
 from perf_assets.lib.ingest.formats.nvidia_smi_bundle import looks_like_bundle
 from perf_assets.lib.ingest.landing import sha256_of
+from perf_assets.lib.ingest.run import is_landed_file
 from perf_assets.lib.paths import DataHome
 
 # Keys that tell our own JSON formats apart (first object of the file).
@@ -75,7 +77,9 @@ def _files(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     for path in paths:
         if path.is_dir():
             found.extend(
-                (child, path) for child in sorted(path.rglob("*")) if child.is_file() and not child.name.startswith(".")
+                (child, path)
+                for child in sorted(path.rglob("*"))
+                if (child.is_file() or child.is_symlink()) and not child.name.startswith(".")
             )
         elif path.is_file():
             found.append((path, None))
@@ -99,12 +103,18 @@ def deliver(
     landed: list[Path] = []
     problems: list[str] = []
     for path, given_under in _files(paths):
-        resolved = path.resolve()
-        if landing in resolved.parents:
-            landed.append(resolved)
+        placed = path.parent.resolve() / path.name  # where it lies: a link is not followed to its target here
+        if landing in placed.parents:
+            if is_landed_file(landing, placed):
+                landed.append(placed)  # ingest quarantines a link that leads out of landing/
+            elif given_under is None:
+                problems.append(f"{path}: under landing/ but not a landed file (top-level, hidden or a sidecar)")
+            continue
+        if not path.is_file():
+            problems.append(f"{path}: not a file (a link to {os.readlink(path)!r})")
             continue
         if given_under is not None and given_under.resolve() != path.parent.resolve():
-            relative = path.resolve().relative_to(given_under.resolve())
+            relative = placed.relative_to(given_under.resolve())
             if relative.parts[0] in landing_sources() and len(relative.parts) >= 2:  # a landing-shaped tree
                 target = landing / relative
                 landed.append(_copy(path, target))

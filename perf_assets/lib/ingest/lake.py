@@ -38,7 +38,7 @@ def write_parquet_atomic(table: pa.Table, destination: Path, metadata: dict[byte
 
     The temp name does not end in ``.parquet``, so a reader's ``**/*.parquet`` glob never sees it."""
     destination.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=destination.parent, prefix=".tmp-", suffix=".parquet.part")
+    handle, temp_name = tempfile.mkstemp(dir=destination.parent, prefix=TEMP_PREFIX, suffix=".parquet.part")
     os.close(handle)
     if metadata:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
@@ -133,6 +133,18 @@ def recover_staging(lake_raw: Path) -> int:
     for path in leftovers:
         shutil.rmtree(path)
     return len(leftovers)
+
+
+TEMP_PREFIX = ".tmp-"
+
+
+def remove_orphan_temp_files(lake_root: Path) -> int:
+    """Remove the temp files (``.tmp-*.parquet.part``) a killed writer left under lake/. Readers never saw them
+    (their names do not end in .parquet); call only under the lake lock, which every lake writer holds."""
+    orphans = [path for path in lake_root.rglob(f"{TEMP_PREFIX}*.parquet.part") if path.is_file()]
+    for path in orphans:
+        path.unlink(missing_ok=True)
+    return len(orphans)
 
 
 def _compacted_table(paths: list[Path], table: RawTable) -> tuple[pa.Table, dict]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -40,6 +41,7 @@ class LandedFile:
     captured_at: datetime | None
     sha256: str
     size_bytes: int
+    link_target: str | None = None  # a symbolic link that leads out of the landing zone: never read
 
     @property
     def file_id(self) -> str:
@@ -59,9 +61,23 @@ def _part(value: str) -> str | None:
     return None if value in ("", "-") else value
 
 
+def link_out_of_landing(landing_root: Path, path: Path) -> str | None:
+    """A symbolic link whose target is not a file inside the landing zone (outside it, missing, a folder):
+    the link's text. Such a link is quarantined without being read, so a landed link cannot pull another
+    file of the machine into the lake."""
+    if not path.is_symlink():
+        return None
+    target = path.resolve()
+    if landing_root.resolve() in target.parents and target.is_file():
+        return None
+    return os.readlink(path)
+
+
 def describe(landing_root: Path, path: Path) -> LandedFile:
-    """Read a landed file's context from `<source>/<cluster>/<yyyy-mm-dd>/<host>__<job>__<rank>__<ts>.<ext>`."""
-    relative = path.resolve().relative_to(landing_root.resolve())
+    """Read a landed file's context from `<source>/<cluster>/<yyyy-mm-dd>/<host>__<job>__<rank>__<ts>.<ext>`.
+
+    The landed path is where the file lies under landing/ (a link's own place, not its target's)."""
+    relative = (path.parent.resolve() / path.name).relative_to(landing_root.resolve())
     parts = relative.parts
     source = parts[0]
     cluster = parts[1] if len(parts) >= 3 else None
@@ -77,7 +93,11 @@ def describe(landing_root: Path, path: Path) -> LandedFile:
         match = _NAME_TS.match(name_parts[3])
         if match:
             captured_at = datetime.strptime("".join(match.groups()), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
-    stat = path.stat()
+    link_target = link_out_of_landing(landing_root, path)
+    if link_target is not None:
+        sha256, size_bytes = hashlib.sha256(b"symlink\0" + os.fsencode(link_target)).hexdigest(), 0
+    else:
+        sha256, size_bytes = sha256_of(path), path.stat().st_size
     return LandedFile(
         path=path,
         relative_path=relative.as_posix(),
@@ -88,6 +108,7 @@ def describe(landing_root: Path, path: Path) -> LandedFile:
         job_id=job_id,
         rank=rank,
         captured_at=captured_at,
-        sha256=sha256_of(path),
-        size_bytes=stat.st_size,
+        sha256=sha256,
+        size_bytes=size_bytes,
+        link_target=link_target,
     )

@@ -16,6 +16,7 @@ from perf_assets.lib.ingest.lake import (
     compact_lake,
     ensure_schema_files,
     recover_staging,
+    remove_orphan_temp_files,
     write_landed_rows,
 )
 from perf_assets.lib.ingest.landing import LandedFile, describe
@@ -41,18 +42,43 @@ class IngestOutcome:
         return f"{self.path}\t{self.format or '-'}\t{self.rows} rows\t{status}{note}"
 
 
+def is_landed_file(landing: Path, path: Path) -> bool:
+    """A file under landing/<source>/... that is data: not top-level (labels.json), hidden or a sidecar.
+
+    A link counts (ingest quarantines one that leads out of landing/ rather than skip it silently)."""
+    parts = path.relative_to(landing).parts
+    return (
+        (path.is_file() or path.is_symlink())
+        and len(parts) >= 2
+        and not any(part.startswith(".") for part in parts)
+        and path.name not in SIDECAR_NAMES
+    )
+
+
 def landed_files(landing: Path) -> list[Path]:
     """Every file under landing/<source>/..., sorted; top-level files (labels.json) and sidecars excluded."""
     if not landing.exists():
         return []
-    return sorted(
-        path
-        for path in landing.rglob("*")
-        if path.is_file()
-        and len(path.relative_to(landing).parts) >= 2
-        and not any(part.startswith(".") for part in path.relative_to(landing).parts)
-        and path.name not in SIDECAR_NAMES
-    )
+    return sorted(path for path in landing.rglob("*") if is_landed_file(landing, path))
+
+
+MAX_REASON_CHARS = 1000  # a reason quoting a hostile line stays readable and the manifest small
+
+
+def _bounded(reason: str | None) -> str | None:
+    if reason is None or len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return f"{reason[: MAX_REASON_CHARS - 40]}... ({len(reason)} characters in all)"
+
+
+def parser_failure(error: Exception) -> str:
+    """The reason of a file a parser failed on without saying why (hostile input, or a parser bug)."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, RecursionError):
+        return f"nested too deeply to parse ({text})"
+    if isinstance(error, OverflowError) or "integer string conversion" in str(error):
+        return f"a number too large for its field ({text})"
+    return f"parser error: {text}"
 
 
 def _entry(landed: LandedFile, *, fmt, rows: int, status: str, reason: str | None) -> ManifestEntry:
@@ -66,7 +92,7 @@ def _entry(landed: LandedFile, *, fmt, rows: int, status: str, reason: str | Non
         parser_version=fmt.parser_version if fmt else 0,
         rows=rows,
         status=status,
-        reason=reason,
+        reason=_bounded(reason),
         cluster=landed.cluster,
         host=landed.host,
         job_id=landed.job_id,
@@ -77,13 +103,16 @@ def _entry(landed: LandedFile, *, fmt, rows: int, status: str, reason: str | Non
 
 
 def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool = False) -> IngestOutcome:
-    fmt = find_format(landed)
+    fmt = None if landed.link_target is not None else find_format(landed)
     versions = seen.get((landed.sha256, landed.relative_path), set())
     if not force and (fmt.parser_version if fmt else 0) in versions:
         return IngestOutcome(
             landed.relative_path, landed.source, fmt.name if fmt else None, 0, "already_ingested", None
         )
-    if fmt is None:
+    if landed.link_target is not None:
+        reason = f"a link to {landed.link_target!r}, which is not a file inside the landing zone: not read"
+        entry = _entry(landed, fmt=None, rows=0, status="quarantined", reason=reason)
+    elif fmt is None:
         reason = f"no parser for source {landed.source!r} and file {landed.path.name!r}"
         entry = _entry(landed, fmt=None, rows=0, status="skipped", reason=reason)
     else:
@@ -94,9 +123,7 @@ def ingest_file(home: DataHome, landed: LandedFile, seen: dict, *, force: bool =
         except QuarantineError as error:
             entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=str(error))
         except Exception as error:  # a parser bug must not stop the batch: quarantine with the cause
-            entry = _entry(
-                landed, fmt=fmt, rows=0, status="quarantined", reason=f"parser error: {type(error).__name__}: {error}"
-            )
+            entry = _entry(landed, fmt=fmt, rows=0, status="quarantined", reason=parser_failure(error))
         if tables is not None:
             # A failure to write the lake (disk, a crash) is not the file's fault: it propagates, and the
             # manifest records nothing, so the next run tries the file again.
@@ -135,6 +162,7 @@ def ingest(
     ensure_schema_files(home.lake_raw, home.manifest_dir)
     with _lake_lock(home):
         recover_staging(home.lake_raw)
+        remove_orphan_temp_files(home.root / "lake")
         seen = seen_versions(home.manifest_dir)
         targets = landed_files(home.landing) if paths is None else paths
         outcomes = [ingest_file(home, describe(home.landing, path), seen, force=force) for path in targets]
@@ -159,6 +187,7 @@ def compact(
             raise ValueError(f"no raw table {table!r}; one of {', '.join(t.name for t in RAW_TABLES.values())}")
     with _lake_lock(home):
         recover_staging(home.lake_raw)
+        remove_orphan_temp_files(home.root / "lake")
         return compact_lake(home.lake_raw, policy or CompactionPolicy.from_env(), tables=tables, since=since)
 
 

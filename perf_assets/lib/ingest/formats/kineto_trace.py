@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import math
 import operator
 import os
 import zlib
@@ -151,14 +152,16 @@ def read_document(landed: LandedFile) -> tuple[dict, list[str]]:
 
 
 def _ts(value: object) -> float | int | None:
+    """A time or duration in the trace's unit; None when missing, not a number, NaN or infinite (unknown)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
         return value
     try:
-        return float(value)  # type: ignore[arg-type]
+        number = value if isinstance(value, float) else float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def time_mode(document: dict, sample: list) -> tuple[str, bool, int | None]:

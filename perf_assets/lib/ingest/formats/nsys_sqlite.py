@@ -44,7 +44,10 @@ class _Reader:
     def __init__(self, landed: LandedFile):
         self.replaced: Counter = Counter()
         try:
-            self.db = sqlite3.connect(f"file:{landed.path}?mode=ro&immutable=1", uri=True)
+            # The path percent-encoded: a name holding '?' or '#' would otherwise end the path early, and SQLite
+            # would open (and create, read-write) another file next to the landed one.
+            uri = f"{landed.path.absolute().as_uri()}?mode=ro&immutable=1"
+            self.db = sqlite3.connect(uri, uri=True)
             self.db.text_factory = bytes
             self.tables = {row[0].decode() for row in self.db.execute("select name from sqlite_master")}
         except sqlite3.DatabaseError as error:

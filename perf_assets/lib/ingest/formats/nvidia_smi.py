@@ -163,7 +163,10 @@ def read_query_block(
     rows: SmiRows,
 ) -> QueryRead:
     """Rows of one query-gpu CSV block (numbered lines); `names` is used when there is no header."""
-    parsed = list(csv.reader([text for _, text in lines], skipinitialspace=True))
+    try:
+        parsed = list(csv.reader([text for _, text in lines], skipinitialspace=True))
+    except csv.Error as error:  # e.g. a field past the csv module's limit (a huge line)
+        raise QuarantineError(f"{section}: not readable as CSV ({error})") from None
     if parsed and is_header(parsed[0]):
         columns = [split_header_cell(cell) for cell in parsed[0]]
         body, named_by = list(zip(lines[1:], parsed[1:])), "the header"

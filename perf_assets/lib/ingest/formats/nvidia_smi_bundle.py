@@ -89,7 +89,11 @@ def parse_capture_bundle(landed: LandedFile) -> pa.Table:
     if not queries and not dmons:
         raise QuarantineError("no '$ nvidia-smi --query-gpu=' or '$ nvidia-smi dmon' section: not a capture bundle")
     collected = _COLLECTED_AT.search(text)
-    collected_at = parse_utc(collected.group(1)) if collected else None
+    try:
+        collected_at = parse_utc(collected.group(1)) if collected else None
+    except ValueError:
+        line = text.count("\n", 0, collected.start()) + 1
+        raise QuarantineError(f"line {line}: collected_at is not a timestamp: {collected.group(1)[:64]!r}") from None
     zone = local_zone(landed)
     rows = SmiRows()
     gpus, latest = {}, {}
