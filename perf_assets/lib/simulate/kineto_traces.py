@@ -32,6 +32,7 @@ the same seed gives the same bytes. Pure: `traces(fleet)` returns what to write.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -174,7 +175,7 @@ def _draw_block(rng: np.random.Generator, block: tuple, gemm: str) -> list[tuple
     kernels = []
     for kernel in block:
         if kernel[0] == "gemm":
-            us = float(np.clip(GEMM_MEDIAN_US * math.exp(rng.normal(0.0, GEMM_SIGMA)), *GEMM_RANGE_US))
+            us = min(max(GEMM_MEDIAN_US * math.exp(rng.normal(0.0, GEMM_SIGMA)), GEMM_RANGE_US[0]), GEMM_RANGE_US[1])
             kernels.append((gemm.format(kernel[1]), us))
         else:
             _, name, median, sigma = kernel
@@ -185,6 +186,28 @@ def _draw_block(rng: np.random.Generator, block: tuple, gemm: str) -> list[tuple
 def _mean_us(block: tuple) -> float:
     gemm_mean = GEMM_MEDIAN_US * math.exp(GEMM_SIGMA**2 / 2)
     return sum(gemm_mean if k[0] == "gemm" else k[2] * math.exp(k[3] ** 2 / 2) for k in block)
+
+
+@functools.cache
+def _quoted(name: str) -> str:
+    return json.dumps(name)
+
+
+def _members(args: dict) -> str:
+    return "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in args.items())
+
+
+NCCL_ARGS = _members(
+    {
+        "Collective name": "allreduce",
+        "In msg nelems": NCCL_NELEMS,
+        "Out msg nelems": NCCL_NELEMS,
+        "Group size": 8,
+        "dtype": "BFloat16",
+        "Process Group Name": "1",
+        "Process Group Description": "tensor_parallel",
+    }
+)
 
 
 class _RankTrace:
@@ -199,8 +222,9 @@ class _RankTrace:
     def us(self, t_ns: float) -> float:
         return (t_ns - self.base_ns) / 1000.0
 
-    def launch(self, category: str, name: str, stream_id: int, start_ns: float, dur_ns: float, args: dict, lead: float):
-        """A GPU activity and the runtime call that launched it (`lead` us ahead, after the previous call)."""
+    def launch(self, category: str, name: str, stream_id: int, start_ns: float, dur_ns: float, extra: str, lead: float):
+        """A GPU activity and the runtime call that launched it (`lead` us ahead, after the previous call);
+        `extra` is the activity's further args as JSON members (`,"key":value...`)."""
         start = self.us(start_ns)
         call = "cudaMemcpyAsync" if category == "gpu_memcpy" else "cudaLaunchKernel"
         called = min(max(self.cpu_free_us + 1.0, start - lead), start - 3.0)
@@ -213,9 +237,8 @@ class _RankTrace:
             f'{{"ph":"X","cat":"cuda_runtime","name":"{call}","pid":{self.pid},"tid":{self.pid},'
             f'"ts":{called:.3f},"dur":{call_dur:.3f},"args":{{"External id":{c},"cbid":{cbid},"correlation":{c}}}}}'
         )
-        extra = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in args.items())
         self.lines.append(
-            f'{{"ph":"X","cat":"{category}","name":{json.dumps(name)},"pid":{self.device},"tid":{stream_id},'
+            f'{{"ph":"X","cat":"{category}","name":{_quoted(name)},"pid":{self.device},"tid":{stream_id},'
             f'"ts":{start:.3f},"dur":{dur_ns / 1000.0:.3f},"args":{{"External id":{c},"device":{self.device},'
             f'"context":1,"stream":{stream_id},"correlation":{c}{extra}}}}}'
         )
@@ -258,6 +281,7 @@ def trace_files(fleet: Fleet, capture: Capture) -> list[TraceFile]:
     base_ns = int(capture.step_starts_ms[0] // 1000) * 1_000_000_000
     traces = {r: _RankTrace(base_ns, 1000 + int(rng.integers(1000, 60000)) * 8 + r, r) for r in ranks}
     noise = {r: stream(fleet.seed, "kineto-rank", job.job_id, str(attempt.attempt), node, str(r)) for r in ranks}
+    nccl_args = NCCL_ARGS.replace('"Group size":8', f'"Group size":{gpus}')
     layer_us = sum(_mean_us(b) + nccl_us + 2 * GAP_US for b in FORWARD + BACKWARD)
     for k, step in enumerate(capture.steps.tolist()):
         start_ns = float(capture.step_starts_ms[k]) * 1e6
@@ -272,7 +296,7 @@ def trace_files(fleet: Fleet, capture: Capture) -> list[TraceFile]:
         for r in ranks:
             traces[r].annotation(f"ProfilerStep#{step}", start_ns, end_ns, step)
             bytes_in = 16 * 8192 * 4 * 2
-            args = {"bytes": bytes_in, "memory bandwidth (GB/s)": round(bytes_in / copy_us / 1000.0, 3)}
+            args = _members({"bytes": bytes_in, "memory bandwidth (GB/s)": round(bytes_in / copy_us / 1000.0, 3)})
             traces[r].launch(
                 "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", COMPUTE_STREAM, clock[r], copy_us * 1e3, args, 40.0
             )
@@ -286,26 +310,17 @@ def trace_files(fleet: Fleet, capture: Capture) -> list[TraceFile]:
                     dur = us * speed[g] * 1e3
                     if g in traces:
                         dur *= math.exp(noise[g].normal(0.0, KERNEL_NOISE))
-                        traces[g].launch("kernel", name, COMPUTE_STREAM, t, dur, {}, 1500.0)
+                        traces[g].launch("kernel", name, COMPUTE_STREAM, t, dur, "", 1500.0)
                     t += dur + GAP_US * 1e3
                 joined[g] = t
             done = max(joined.values()) + nccl_us * math.exp(rng.normal(0.0, 0.05)) * 1e3
             for g in range(gpus):
                 if g in traces:
-                    args = {
-                        "Collective name": "allreduce",
-                        "In msg nelems": NCCL_NELEMS,
-                        "Out msg nelems": NCCL_NELEMS,
-                        "Group size": gpus,
-                        "dtype": "BFloat16",
-                        "Process Group Name": "1",
-                        "Process Group Description": "tensor_parallel",
-                    }
-                    traces[g].launch("kernel", NCCL, NCCL_STREAM, joined[g], done - joined[g], args, 1500.0)
+                    traces[g].launch("kernel", NCCL, NCCL_STREAM, joined[g], done - joined[g], nccl_args, 1500.0)
                 clock[g] = done + GAP_US * 1e3
         for g in ranks:
             dur = optimizer_us * 1e3 * speed[g]
-            traces[g].launch("kernel", ADAM, COMPUTE_STREAM, clock[g], dur, {}, 200.0)
+            traces[g].launch("kernel", ADAM, COMPUTE_STREAM, clock[g], dur, "", 200.0)
     world = job.n_gpus
     out = []
     for r in ranks:
