@@ -410,7 +410,7 @@ def test_inventory_and_software(landing):
     assert set(rollout.driver) == {"550.54.15"}  # only nccl and the image change
     dcgm_uuids = {
         series["metric"]["UUID"]
-        for path in files_of(landing, "dcgm")[::14]
+        for path in files_of(landing, "dcgm", "*.json")[::14]
         for series in json.loads(path.read_text())["data"]["result"]
     }
     assert dcgm_uuids <= {row["gpu_uuid"] for row in inventory}
