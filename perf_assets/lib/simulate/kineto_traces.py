@@ -255,9 +255,7 @@ def _document(capture: Capture, cluster: Cluster, rank: int, world: int, base_ns
     sku = cluster.sku
     head = {
         "schemaVersion": 1,
-        "deviceProperties": [
-            {"id": rank % cluster.gpus_per_node, "name": sku.model_name, "totalGlobalMem": 85_520_809_984}
-        ],
+        "deviceProperties": [{"id": rank % cluster.gpus_per_node, "name": sku.model_name}],
         "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
         "host_name": capture.node,
         "displayTimeUnit": "ms",
