@@ -64,7 +64,8 @@ def troubled(tmp_path_factory):
     simulate(home, scenario="demo", seed=3, days=2)
     files = landed_files(home.landing)
     silent = next(path for path in files if "/dcgm/" in path.as_posix() and "2026-11-02" in path.as_posix())
-    silent.unlink()
+    for path in silent.parent.glob(f"{silent.name.split('__')[0]}__*"):  # its range JSON and exporter scrapes
+        path.unlink()
     bad = next(path for path in files if "/sacct/" in path.as_posix())
     bad.write_bytes(b"")  # an empty delivery is quarantined
     ingest(home)
