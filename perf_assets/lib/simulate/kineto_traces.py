@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -330,5 +331,7 @@ def trace_files(fleet: Fleet, capture: Capture) -> list[TraceFile]:
     return out
 
 
-def traces(fleet: Fleet) -> list[TraceFile]:
-    return [trace for capture in captures(fleet) for trace in trace_files(fleet, capture)]
+def traces(fleet: Fleet) -> Iterator[TraceFile]:
+    """Every trace file, one capture at a time (a capture's ranks are built together; memory holds one)."""
+    for capture in captures(fleet):
+        yield from trace_files(fleet, capture)
