@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -52,7 +53,8 @@ def outcomes(home):
 @pytest.fixture(scope="module")
 def lake(home, outcomes):
     connection = duckdb.connect()
-    for table in ("dcgm", "step_events", "sacct", "pending_queue", "probe_results", "node_software", "node_events"):
+    tables = ("dcgm", "step_events", "sacct", "pending_queue", "probe_results", "node_software", "node_events")
+    for table in (*tables, "trace_rank_breakdowns", "trace_kernel_types"):
         files = f"{home.lake_raw}/raw_{table}/event_date=*/*.parquet"
         connection.sql(f"create view {table} as select * from read_parquet('{files}', hive_partitioning=false)")
     return connection
@@ -83,7 +85,14 @@ def test_everything_ingests_without_quarantine(outcomes):
     statuses = Counter(outcome.status for outcome in outcomes)
     assert statuses["quarantined"] == 0 and statuses["skipped"] == 0, [o.line() for o in outcomes if o.status != "ok"]
     assert statuses["ok"] > 1000
-    assert not [o.line() for o in outcomes if o.reason], "no value was set to NULL at ingest"
+    # notes that only describe what was read: a trace's last profiler step left out of the breakdown
+    # (HTA's rule), an nccl-tests log's run count with nothing failed or skipped
+    informational = re.compile(
+        r"^\d+ GPU activities of the last, incomplete profiler step not in the breakdown$"
+        r"|^\d+ test runs \(0 failed\); 0 NCCL debug or unread lines skipped$"
+    )
+    notes = [o.line() for o in outcomes if o.reason and not informational.match(o.reason)]
+    assert not notes, "no value was set to NULL at ingest"
 
 
 def test_same_seed_gives_identical_bytes(home, tmp_path):
@@ -170,6 +179,23 @@ def test_thermal_throttle_lowers_one_gpus_clock(lake, labels):
               and started_at >= '{start.isoformat()}' and started_at < '{end.isoformat()}'"""
     ).fetchall()
     assert classes == [("thermal",)]
+
+
+def test_thermal_throttle_makes_a_straggler_in_the_traces(lake, labels):
+    """The job traced on the throttled node: its throttled GPU's rank computes longer, the others wait in NCCL."""
+    label = labels["thermal_throttle"]
+    node, gpu = label["nodes"][0], label["cause"]["gpu_indices"][0]
+    ranks = lake.sql(
+        f"""select b.rank, b.rank % 8 = {gpu} as throttled, b.compute_ns, k.time_ns as communication_ns
+            from trace_rank_breakdowns b join trace_kernel_types k using (capture_id, rank, device_index)
+            where b.host = '{node}' and k.kernel_type = 'communication' order by b.rank"""
+    ).fetchall()
+    assert len(ranks) == 4 and sum(throttled for _, throttled, _, _ in ranks) == 1
+    straggler = next(row for row in ranks if row[1])
+    for _, throttled, compute_ns, communication_ns in ranks:
+        if not throttled:
+            assert straggler[2] / compute_ns == pytest.approx(1.12, abs=0.02)  # its step_time_factor
+            assert communication_ns > 1.5 * straggler[3]
 
 
 def test_image_stall_shows_data_loading_gaps_on_its_nodes_only(lake, labels):

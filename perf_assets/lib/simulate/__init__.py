@@ -2,8 +2,9 @@
 
 `simulate(home)` runs a scenario (default `demo`: two 4-node clusters, H100 and A100, two weeks from
 2026-11-01, an NCCL rollout on alpha that slows every step by 15 %) and writes under `home.landing`:
-inventory, node_software, node_events, step_events, job_meta, pending_queue, sacct, dcgm and
-probe_results, and `home.labels_file`. The same scenario and seed give byte-identical files: all
+inventory, node_software, node_events, step_events, job_meta, pending_queue, sacct, dcgm (range JSON
+and exporter text scrapes), probe_results, nccl_tests (after maintenance) and kineto (traces of a few
+profiled steps), and `home.labels_file`. The same scenario and seed give byte-identical files: all
 randomness comes from `numpy.random.default_rng` streams derived from the seed, and no wall-clock
 time is read.
 
@@ -14,7 +15,8 @@ same JobName. step_events and job_meta use job_id = JobName; step_events carry t
 Modules: `scenario` (the scenario as frozen data), `catalogue` (the incident kinds a scenario may
 list), `incidents` (what they do to the fleet), `steps` (one attempt's events, vectorised), `fleet`
 (the discrete-event simulation: jobs, attempts, faults, node states), `telemetry` (DCGM samples and
-GEMM/HBM probes), `slurm` (sacct spellings), `labels` (ground truth), `writers` (one per landing
+GEMM/HBM probes), `slurm` (sacct spellings), `labels` (ground truth), `exporter_text` (dcgm-exporter
+scrapes), `nccl_logs` (nccl-tests output), `kineto_traces` (profiler traces), `writers` (one per landing
 format).
 """
 

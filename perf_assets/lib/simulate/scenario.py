@@ -34,6 +34,7 @@ class Sku:
     gemm_fraction_range: tuple[float, float]  # GEMM probe result as a fraction of peak
     max_sm_clock_mhz: float = 1980.0  # DCGM_FI_DEV_SM_CLOCK under load (gpu_sku_specs.csv)
     hbm_bandwidth_gbps: float = 3350.0  # hbm_stream probe peak (gpu_sku_specs.csv)
+    allreduce_busbw_gbps: float = 482.0  # nccl-tests all_reduce busbw, 8 GPUs over NVLink, large sizes
 
     @property
     def peak_tflops(self) -> float:
@@ -59,6 +60,7 @@ A100_SXM4_80GB = Sku(
     gemm_fraction_range=(0.78, 0.80),
     max_sm_clock_mhz=1410.0,
     hbm_bandwidth_gbps=2039.0,
+    allreduce_busbw_gbps=232.0,  # NVLink 3: 300 GB/s per direction, ring all_reduce ~230 GB/s busbw
 )
 H200_SXM = Sku(
     name="H200-SXM",
@@ -181,6 +183,17 @@ class JobMix:
 
 
 @dataclass(frozen=True)
+class Exports:
+    """The exports written besides the daily ones (docs/simulator.md, *exports*)."""
+
+    exporter_scrapes_per_node_day: int = 2  # dcgm-exporter text scrapes, at instants of the DCGM grid
+    nccl_tests_after_maintenance: bool = True  # an all_reduce_perf log per node after each maintenance
+    traced_jobs: int = 2  # jobs with a Kineto trace per traced rank (plus one per thermally throttled GPU)
+    trace_ranks: int = 2  # ranks traced per traced job: local ranks 0.. of one node
+    trace_steps: int = 3  # consecutive profiled steps per trace
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     start: dt.date
@@ -197,6 +210,7 @@ class Scenario:
     incidents: Incidents = field(default_factory=Incidents)  # the catalogue (catalogue.py)
     dcgm_fields: tuple[str, ...] = DCGM_FIELDS
     probes: tuple[str, ...] = ("gemm",)
+    exports: Exports = field(default_factory=Exports)
 
     def with_window(self, start: dt.date | None = None, days: int | None = None) -> "Scenario":
         return replace(self, start=start or self.start, days=self.days if days is None else int(days))
@@ -294,6 +308,17 @@ def check_scenario(scenario: Scenario) -> None:
     for name in scenario.probes:
         if name not in PROBES:
             raise ValueError(f"scenario.probes: unknown probe {name!r}; known: {', '.join(PROBES)}")
+    exports = scenario.exports
+    for key in ("exporter_scrapes_per_node_day", "traced_jobs"):
+        if getattr(exports, key) < 0:
+            raise ValueError(f"scenario.exports.{key}: must be 0 or more, got {getattr(exports, key)}")
+    smallest = min((c.gpus_per_node for c in scenario.clusters), default=1)
+    if not 1 <= exports.trace_ranks <= smallest:
+        raise ValueError(
+            f"scenario.exports.trace_ranks: must be 1 to {smallest} (GPUs per node), got {exports.trace_ranks}"
+        )
+    if exports.trace_steps < 2:
+        raise ValueError(f"scenario.exports.trace_steps: must be 2 or more, got {exports.trace_steps}")
     racks = {c.name: {c.rack_of(node) for node in c.nodes} for c in scenario.clusters}
     check_incidents(scenario.incidents, {c.name: c.nodes for c in scenario.clusters}, racks)
 

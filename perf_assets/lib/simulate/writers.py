@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gzip
 import json
 import os
 from dataclasses import dataclass
@@ -22,9 +23,12 @@ import numpy as np
 
 from perf_assets.lib.contracts import STEP_EVENTS
 from perf_assets.lib.simulate.clock import DAY_S, day_of, file_stamp, rfc3339, rfc3339_ms
+from perf_assets.lib.simulate.exporter_text import exposition, scrape_indices
 from perf_assets.lib.simulate.fleet import Fleet
 from perf_assets.lib.simulate.ids import gpu_uuid
+from perf_assets.lib.simulate.kineto_traces import traces
 from perf_assets.lib.simulate.labels import labels_document, software_history
+from perf_assets.lib.simulate.nccl_logs import runs_after_maintenance
 from perf_assets.lib.simulate.slurm import SACCT_HEADER, sacct_rows
 from perf_assets.lib.simulate.steps import NO_STEP
 from perf_assets.lib.simulate.telemetry import FleetIndex, dcgm_node_day, probe_rows
@@ -265,28 +269,52 @@ def _format(field: str, values: np.ndarray) -> list[str]:
 
 
 def write_dcgm(fleet: Fleet, index: FleetIndex, out: Landing) -> None:
-    """Prometheus range-query JSON, one file per node-day, every field of every GPU of the node."""
+    """Prometheus range-query JSON, one file per node-day, every field of every GPU of the node; and
+    `exports.exporter_scrapes_per_node_day` dcgm-exporter text scrapes of the same node-day, at grid
+    instants, with the same formatted values (exporter_text.py)."""
+    scrapes = fleet.scenario.exports.exporter_scrapes_per_node_day
+    fields = fleet.scenario.dcgm_fields
     for cluster in fleet.scenario.clusters:
         for node in cluster.nodes:
             for day in _day_starts(fleet):
                 sample = dcgm_node_day(fleet, index, cluster, node, day)
                 times = [str(t) for t in sample.times.tolist()]
                 series = []
+                formatted: dict[str, list[list[str]]] = {field: [] for field in fields}
+                labels_of_gpu = []
                 for gpu in sample.gpus:
-                    for field in fleet.scenario.dcgm_fields:
+                    labels = {
+                        "gpu": str(gpu.index),
+                        "UUID": gpu.uuid,
+                        "device": f"nvidia{gpu.index}",
+                        "modelName": cluster.sku.model_name,
+                        "Hostname": node,
+                    }
+                    labels_of_gpu.append(labels)
+                    for field in fields:
                         metric = {
                             "__name__": field,
-                            "gpu": str(gpu.index),
+                            "gpu": labels["gpu"],
                             "UUID": gpu.uuid,
                             "Hostname": node,
                             "modelName": cluster.sku.model_name,
-                            "device": f"nvidia{gpu.index}",
+                            "device": labels["device"],
                         }
-                        values = ",".join(f'[{t},"{v}"]' for t, v in zip(times, _format(field, gpu.values[field])))
+                        texts = _format(field, gpu.values[field])
+                        formatted[field].append(texts)
+                        values = ",".join(f'[{t},"{v}"]' for t, v in zip(times, texts))
                         series.append(f'{{"metric":{dumps(metric)},"values":[{values}]}}')
                 text = '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(series) + "]}}\n"
                 name = file_name(day, "json", host=node)
                 out.write("dcgm", cluster.name, day_of(day), name, text, len(series) * len(times))
+                if not scrapes:
+                    continue
+                in_service = ~np.isnan(sample.gpus[0].values[fields[0]])
+                for at in scrape_indices(fleet.seed, node, day, in_service, scrapes):
+                    scraped = int(sample.times[at])
+                    text = exposition(fields, labels_of_gpu, formatted, at)
+                    rows = len(fields) * len(labels_of_gpu)
+                    out.write("dcgm", cluster.name, day_of(day), file_name(scraped, "txt", host=node), text, rows)
 
 
 def write_probe_results(fleet: Fleet, index: FleetIndex, out: Landing) -> None:
@@ -298,6 +326,28 @@ def write_probe_results(fleet: Fleet, index: FleetIndex, out: Landing) -> None:
                 if rows:
                     name = file_name(started, "jsonl", host=node)
                     out.write("probe_results", cluster.name, day_of(day), name, _jsonl(rows), len(rows))
+
+
+def write_nccl_tests(fleet: Fleet, out: Landing) -> None:
+    """An all_reduce_perf log per node after each maintenance window (nccl_logs.py), when enabled."""
+    if not fleet.scenario.exports.nccl_tests_after_maintenance:
+        return
+    histories = {cluster.name: software_history(fleet, cluster.name) for cluster in fleet.scenario.clusters}
+
+    def software_at(cluster: str, node: str, t: int):
+        return [stack for when, stack, _ in histories[cluster][node] if when <= t][-1]
+
+    for cluster, run in runs_after_maintenance(fleet, software_at):
+        name = file_name(run.at, "log", host=run.node)
+        out.write("nccl_tests", cluster.name, day_of(run.at), name, run.text, run.text.count("  float  "))
+
+
+def write_kineto_traces(fleet: Fleet, out: Landing) -> None:
+    """Gzipped Kineto traces of a few profiled steps of a few jobs, one per traced rank (kineto_traces.py)."""
+    for trace in traces(fleet):
+        name = file_name(trace.at, "json.gz", host=trace.node, job=trace.job_id, rank=str(trace.rank))
+        path = out.root / "kineto" / trace.cluster / day_of(trace.at).isoformat() / name
+        out.put(path, gzip.compress(trace.data, compresslevel=6, mtime=0), "kineto", trace.events)
 
 
 def write_labels(fleet: Fleet, path: Path, out: Landing) -> None:
@@ -314,5 +364,7 @@ WRITERS = (
     write_job_meta,
     write_pending_queue,
     write_sacct,
+    write_nccl_tests,
+    write_kineto_traces,
 )
 TELEMETRY_WRITERS = (write_dcgm, write_probe_results)

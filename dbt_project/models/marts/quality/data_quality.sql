@@ -10,12 +10,14 @@
 {% set fresh_fail_h = var('dq_freshness_fail_hours', 48) %}
 {% set event_tables = [
     ('lake', 'raw_dcgm'), ('lake', 'raw_sacct'), ('lake', 'raw_step_events'),
-    ('lake', 'raw_probe_results'), ('lake_telemetry', 'raw_nvidia_smi'), ('lake_traces', 'raw_trace_events'),
-    ('lake_benchmarks', 'raw_nccl_tests'), ('lake_benchmarks', 'raw_mlperf_events'),
+    ('lake', 'raw_probe_results'), ('lake_telemetry', 'raw_nvidia_smi'),
 ] %}
+{#- sparse or change-driven: rows come when something happens (a change, a sampled trace, a benchmark run
+    after maintenance), so days without rows say nothing about the source's health -#}
 {% set change_tables = [
     ('lake', 'raw_inventory'), ('lake', 'raw_node_software'), ('lake', 'raw_node_events'), ('lake', 'raw_job_meta'),
-    ('lake', 'raw_pending_queue'),
+    ('lake', 'raw_pending_queue'), ('lake_traces', 'raw_trace_events'), ('lake_benchmarks', 'raw_nccl_tests'),
+    ('lake_benchmarks', 'raw_mlperf_events'),
 ] %}
 with
 
