@@ -664,13 +664,13 @@ def test_webhook_down_for_several_sensor_ticks_then_back_delivers_every_alert_on
         return alert_delivery(dg.build_sensor_context()).skip_message
 
     for _ in range(2):
-        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s); 3 pending")
+        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s), 0 closing notice(s); 3 pending")
     server = receiver(["503", "503", "hang", "503", "503", "503"], port=port)
     for _ in range(2):  # up, but failing: three attempts on the first alert, the others wait
-        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s); 3 pending")
-    assert tick().startswith("delivered 3, failed 0, notified 3 alert(s); 0 pending")
+        assert tick().startswith("delivered 0, failed 1, notified 0 alert(s), 0 closing notice(s); 3 pending")
+    assert tick().startswith("delivered 3, failed 0, notified 3 alert(s), 0 closing notice(s); 0 pending")
     for _ in range(2):
-        assert tick().startswith("delivered 0, failed 0, notified 0 alert(s); 0 pending")
+        assert tick().startswith("delivered 0, failed 0, notified 0 alert(s), 0 closing notice(s); 0 pending")
 
     accepted = [request["key"] for request in server.accepted()]
     assert len(accepted) == 3 and len(set(accepted)) == 3  # every alert once, by its idempotency key
