@@ -7,7 +7,7 @@ export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
-.PHONY: run test ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
+.PHONY: run test browser ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
@@ -36,8 +36,12 @@ run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/perfwh simulate --scenario demo --seed 7 --if-empty
 	$(BIN)/perfwh build
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# Debian's chromium for the browser tests (installed with apt-get when missing and run as root).
+browser:
+	@.ci/ensure_chromium.sh
 
 validate: manifest $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml
