@@ -73,6 +73,6 @@ def test_regression_view_plots_the_headline_change_with_its_interval(demo_snapsh
     assert view["change"] == str(row["change_date"])[:10] and view["change"] in view["days"]
     low, high = sorted(view["band"])
     assert low <= row["after_level"] <= high  # the after level lies inside the effect's 95% interval
-    drawing = ElementTree.fromstring(plots.regression_chart(view))
-    changes = [line for line in drawing.iter(f"{SVG}line") if line.get("class") == "change"]
+    drawing = ElementTree.fromstring(plots.regression_chart(view))  # lib.svg: inline-HTML SVG, no namespace
+    changes = [line for line in drawing.iter("line") if line.get("class") == "change"]
     assert [line.get("data-change-date") for line in changes] == [view["change"]]

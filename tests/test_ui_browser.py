@@ -303,6 +303,8 @@ def test_schedules_and_sensors_are_listed_with_their_state(page, ui_server, scre
         "alert_delivery": "RUNNING",
     }, states
     _open(page, ui_server, "/automation")
+    # the on/off toggles render once the states have loaded: "select all", then two boxes per row
+    expect(page.locator("input[type=checkbox]")).to_have_count(1 + 2 * len(states))
     for name, status in states.items():
         label = page.get_by_text(name, exact=True).first
         expect(label).to_be_visible()

@@ -106,6 +106,8 @@ def inline_sparkline(days: list[str], lines: dict[str, list[float | None]], alt:
 
 def markdown_image(drawing: str, alt: str) -> str:
     """Markdown for an inline SVG image (a data URI) that the Dagster UI shows in the metadata table."""
+    if "xmlns=" not in drawing.split(">", 1)[0]:  # an SVG image (not inline in HTML) needs its namespace
+        drawing = drawing.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1)
     encoded = base64.b64encode(drawing.encode("utf-8")).decode("ascii")
     safe_alt = alt.replace("[", "(").replace("]", ")")
     return f"![{safe_alt}](data:image/svg+xml;base64,{encoded})"

@@ -21,7 +21,7 @@ def _finite(value) -> bool:
 def _svg(body: list[str], width: int = WIDTH, height: int = HEIGHT, title: str = "") -> str:
     label = f"<title>{escape(title)}</title>" if title else ""
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'<svg width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" font-size="11">'
         + label
         + "".join(body)
