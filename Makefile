@@ -9,7 +9,7 @@ PORT ?= 3000
 # The UI listens on loopback only; set PERFWH_UI_HOST (e.g. to a host's address) to serve beyond it, behind auth.
 PERFWH_UI_HOST ?= 127.0.0.1
 
-.PHONY: run test ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
+.PHONY: run test browser ui manifest validate bench bench-traces bench-detectors hta-reference lint clean-data help
 
 help:
 	@echo "make run       simulate a demo fleet if landing/ is empty, build everything, print the summary"
@@ -38,8 +38,12 @@ run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/perfwh simulate --scenario demo --seed 7 --if-empty
 	$(BIN)/perfwh build
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# Debian's chromium for the browser tests (installed with apt-get when missing and run as root).
+browser:
+	@.ci/ensure_chromium.sh
 
 validate: manifest $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster definitions validate -w workspace.yaml

@@ -44,15 +44,72 @@ def dbt_manifest() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> DataHome:
+def demo_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Dagster instance (sqlite) that records the demo build's run: the UI tests show a copy of it."""
+    path = tmp_path_factory.mktemp("demo_dagster_home")
+    (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, demo_dagster_home: Path) -> DataHome:
     """The demo scenario (seed 7) simulated, then `perfwh build` once: ingest, dbt, detection, alerts."""
     from perf_assets.lib.build import build
     from perf_assets.lib.simulate import simulate
 
     home = data_home(tmp_path_factory.mktemp("demo")).ensure()
     simulate(home, scenario="demo", seed=7)
-    assert build(home), "the first build of the demo fleet failed"
+    os.environ["DAGSTER_HOME"] = str(demo_dagster_home)  # build() records its run in this instance
+    try:
+        assert build(home), "the first build of the demo fleet failed"
+    finally:
+        os.environ.pop("DAGSTER_HOME", None)
     return home
+
+
+@pytest.fixture(scope="session")
+def ui_server(tmp_path_factory: pytest.TempPathFactory, demo_home: DataHome, demo_dagster_home: Path):
+    """One `make ui` server per session on a copy of the built demo (data and Dagster instance).
+
+    The landing sensor's cursor is set to the newest landed file before the start (the build has ingested
+    them all; else its first tick would start a second full build) and then reset to its default state.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    from perf_assets.lib.ingest import landed_files
+    from perf_assets.lib.paths import REPO_ROOT
+    from tests.ui_server import LOCATION, REPOSITORY, start_ui_server
+
+    root = tmp_path_factory.mktemp("ui")
+    perfwh_home = root / "data"
+    dagster_home = root / "dagster_home"
+    shutil.copytree(demo_home.root, perfwh_home)
+    shutil.copytree(demo_dagster_home, dagster_home)
+    (dagster_home / "dagster.yaml").write_text((REPO_ROOT / "dagster.yaml").read_text())
+    newest = max(path.stat().st_mtime_ns for path in landed_files(perfwh_home / "landing"))
+    env = dict(os.environ, DAGSTER_HOME=str(dagster_home), PERFWH_HOME=str(perfwh_home))
+    dagster = str(Path(sys.executable).parent / "dagster")
+    subprocess.run(
+        [dagster, "sensor", "cursor", "landing_sensor", "--set", str(newest), "-w", "workspace.yaml"],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    server = start_ui_server(dagster_home, perfwh_home, root / "dagster_dev.log")
+    try:
+        server.wait_ready()
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": "landing_sensor"}
+        reset = server.graphql(
+            "mutation($s: SensorSelector!) { resetSensor(sensorSelector: $s) { __typename } }", {"s": selector}
+        )
+        assert reset["resetSensor"]["__typename"] == "Sensor", reset
+        server.graphql("mutation { setNuxSeen }")  # no first-visit modal over the pages
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,10 @@ def load_labels(path: Path) -> list[dict]:
 def load_label_file(path: Path) -> dict:
     if not path.exists():
         return {}
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"labels file {path} is not valid JSON: {error}") from error
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> list[float] | None:

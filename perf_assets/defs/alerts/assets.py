@@ -6,6 +6,7 @@ import dagster as dg
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.alerts import (
+    ACTIVE_STATUSES,
     apply_annotations,
     auto_resolve,
     build_incidents,
@@ -87,6 +88,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
             "alerts_updated": dg.MetadataValue.int(len(result.updated)),
             "alerts_unchanged": dg.MetadataValue.int(result.unchanged),
             "alerts_auto_resolved": dg.MetadataValue.int(len(resolved)),
+            "unresolved_alerts": dg.MetadataValue.int(sum(statuses.get(status, 0) for status in ACTIVE_STATUSES)),
             "alerts_by_status": dg.MetadataValue.json(statuses),
             "store": dg.MetadataValue.path(str(home.alerts_dir / "events.jsonl")),
         }

@@ -14,6 +14,7 @@ from perf_assets.lib.detection import (
     detect_regressions,
     regressions_ddl,
 )
+from perf_assets.lib.metadata_plots import markdown_image, regression_chart, regression_sparkline, regression_view
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
 DETECTION_RUNS_TABLE = "detection_runs"  # one row: the last run's series tested and days (series-days)
@@ -120,6 +121,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
     confirmed = found[found["change_kind"] == "regression"]
     for row in confirmed.to_dict("records"):
         context.log.info(describe_regression(row))
+    view = regression_view(found, metric_tree)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": dg.MetadataValue.int(len(found)),
@@ -130,6 +132,9 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             "series_too_short": dg.MetadataValue.int(int(series.get("too_short", 0))),
             "days": dg.MetadataValue.int(int(found.attrs.get("days", 0))),
             "series_days": dg.MetadataValue.int(int(found.attrs.get("series_days", 0))),
+            "headline": dg.MetadataValue.text(view["title"]),
+            "regression_sparkline": dg.MetadataValue.md(regression_sparkline(view)),
+            "regression_plot": dg.MetadataValue.md(markdown_image(regression_chart(view), view["title"])),
             "summary": dg.MetadataValue.md(
                 "\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"
             ),

@@ -7,7 +7,25 @@ from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.contracts import WRITER_POOL
 from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
+from perf_assets.lib.mart_figures import mart_figures
 from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
+
+
+def _metadata_values(figures: dict) -> dict[str, dg.MetadataValue]:
+    """Plain figures (lib.mart_figures) as Dagster metadata: ints, floats, text and Markdown."""
+    values = {}
+    for name, value in figures.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            values[name] = dg.MetadataValue.int(value)
+        elif isinstance(value, float):
+            values[name] = dg.MetadataValue.float(value)
+        elif name.endswith(("_plot", "_sparkline", "_table")):
+            values[name] = dg.MetadataValue.md(value)
+        else:
+            values[name] = dg.MetadataValue.text(str(value))
+    return values
 
 
 @dbt_assets(
@@ -18,9 +36,31 @@ from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
     dagster_dbt_translator=translator,
 )
 def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, perfwh: PerfwhHome):
-    """dbt build, holding the warehouse writer lock; publish the read-only snapshot when it succeeds."""
+    """dbt build, holding the warehouse writer lock; publish the read-only snapshot when it succeeds.
+
+    dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
+    in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
+    """
     home = perfwh.home()
+    held: list = []
+    failure: Exception | None = None
     with warehouse_write_lock(home):
-        yield from dbt.cli(["build"], context=context).stream()
-        published = publish_snapshot(home)
-    context.log.info(f"published {published}")
+        try:
+            for event in dbt.cli(["build"], context=context).stream():
+                held.append(event)
+        except Exception as error:  # yield what was built before re-raising dbt's failure
+            failure = error
+        figures = {}
+        if failure is None:
+            try:
+                figures = mart_figures(home)
+            except Exception as error:  # the figures are extras: a build that succeeded stays a success
+                context.log.warning(f"no row counts, goodput figures or plots for this build: {error!r}")
+            context.log.info(f"published {publish_snapshot(home)}")
+    for event in held:  # in dbt's order: each model's output, then its tests' check results
+        extra = {}
+        if isinstance(event, dg.Output):
+            extra = _metadata_values(figures.get(context.asset_key_for_output(event.output_name).path[-1], {}))
+        yield event.with_metadata({**event.metadata, **extra}) if extra else event
+    if failure is not None:
+        raise failure
