@@ -60,7 +60,7 @@ rules as (
         split_part(criteria, ' ', 2) as op,
         case when split_part(criteria, ' ', 2) <> 'in' then try_cast(split_part(criteria, ' ', 3) as double) end
             as threshold,
-        case when split_part(criteria, ' ', 2) = 'in' then string_split(split_part(criteria, ' ', 3), '|') end
+        case when split_part(criteria, ' ', 2) = 'in' then {{ split_to_list("split_part(criteria, ' ', 3)", "'|'") }} end
             as allowed
     from {{ ref('probe_rules') }}
 ),
@@ -80,8 +80,8 @@ matched as (
             as observed_text
     from scored as s
     inner join rules as u
-        on regexp_full_match(s.probe, u.probe)
-        and regexp_matches(s.metric, u.metric_pattern)
+        on {{ regex_full_match('s.probe', 'u.probe') }}
+        and {{ regex_partial_match('s.metric', 'u.metric_pattern') }}
     -- CPU rows carry no physical limit and never share a cohort with GPUs; only failure checks apply
     where s.device_kind = 'cuda' or u.function = 'failure_check'
 ),
@@ -90,7 +90,7 @@ tested as (
     select
         *,
         case
-            when op = 'in' then coalesce(list_contains(allowed, observed_text), false)
+            when op = 'in' then coalesce({{ list_has('allowed', 'observed_text') }}, false)
             when observed is null then null
             when op = '<' then observed < threshold
             when op = '<=' then observed <= threshold

@@ -25,15 +25,15 @@ per_node_day as (
         count(*) filter (where verdict = 'unknown') as unknown_checks,
         max(verdict_rank) as worst_rank,
         count(distinct gpu_uuid) filter (where verdict = 'fail') as failing_gpus,
-        list_sort(list_distinct(list(rule) filter (where verdict = 'fail'))) as failing_rule_list,
-        list_sort(list_distinct(list(rule) filter (where verdict = 'warn'))) as warning_rule_list,
-        string_agg(
-            distinct 'gpu ' || coalesce(cast(gpu_index as varchar), '?') || ' ' || gpu_uuid || ': ' || evidence, '; '
-        ) filter (where verdict = 'fail') as failing_evidence,
-        string_agg(
-            distinct 'gpu ' || coalesce(cast(gpu_index as varchar), '?') || ' ' || gpu_uuid || ': ' || evidence, '; '
-        ) filter (where verdict = 'warn') as warning_evidence,
-        list_sort(list_distinct(list(category) filter (where verdict = 'fail'))) as failing_categories
+        {{ sorted_distinct_list('rule', "verdict = 'fail'") }} as failing_rule_list,
+        {{ sorted_distinct_list('rule', "verdict = 'warn'") }} as warning_rule_list,
+        {{ sorted_distinct_string_agg(
+            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'fail'"
+        ) }} as failing_evidence,
+        {{ sorted_distinct_string_agg(
+            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'warn'"
+        ) }} as warning_evidence,
+        {{ sorted_distinct_list('category', "verdict = 'fail'") }} as failing_categories
     from ranked
     group by node, probe_date
 )
@@ -48,14 +48,14 @@ select
     unknown_checks,
     case worst_rank when 3 then 'fail' when 2 then 'warn' when 1 then 'pass' else 'unknown' end as worst_verdict,
     failing_gpus,
-    array_to_string(failing_rule_list, ',') as failing_rules,
-    array_to_string(warning_rule_list, ',') as warning_rules,
+    {{ join_list('failing_rule_list', "','") }} as failing_rules,
+    {{ join_list('warning_rule_list', "','") }} as warning_rules,
     failing_evidence,
     warning_evidence,
     worst_rank = 3 as drain_recommended,
     case
         when worst_rank = 3 then
-            'drain: ' || failing_gpus || ' GPU(s) failed ' || array_to_string(failing_rule_list, ', ')
-            || ' (' || array_to_string(failing_categories, ', ') || ')'
+            'drain: ' || failing_gpus || ' GPU(s) failed ' || {{ join_list('failing_rule_list', "', '") }}
+            || ' (' || {{ join_list('failing_categories', "', '") }} || ')'
     end as drain_reason
 from per_node_day
