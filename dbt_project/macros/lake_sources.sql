@@ -1,7 +1,7 @@
 {#- Makes the lake's Parquet visible as source tables where the engine needs a catalog entry (on-run-start).
     DuckDB reads the sources through each source's meta.external_location (read_parquet): nothing to do.
-    Spark gets one table per source over its folder (meta.lake_path under lake_dir(), `{name}` standing for
-    the table name), dropped and created again on every run so that new files and event_date folders are
+    Spark gets one table per source over its folder (meta.lake_path under PERFWH_LAKE_URI, e.g.
+    s3a://bucket/lake on a cluster, default lake_dir(); `{name}` stands for the table name), dropped and created again on every run so that new files and event_date folders are
     seen. Its columns are those of the table's schema file (meta.lake_schema_file, written by ingestion
     beside the data): the full contract schema, which is what DuckDB's union_by_name over the same files
     yields, and a table with no data file yet still has its columns; without a schema file Spark merges
@@ -18,7 +18,7 @@
 
 {% macro spark__register_lake_sources() -%}
     {%- if execute -%}
-        {%- set lake = lake_dir() | trim -%}
+        {%- set lake = env_var('PERFWH_LAKE_URI', lake_dir() | trim) -%}
         {%- set schemas = [] -%}
         {%- for node in graph.sources.values() if node.meta.get('lake_path') -%}
             {%- if node.schema not in schemas -%}
