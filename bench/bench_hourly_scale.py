@@ -8,7 +8,7 @@ Data: a generated DCGM lake of N samples (default 100 M) in the project's raw_dc
 Work: the project's own staging model `stg_dcgm__samples` (dedupe on the natural key with window functions,
 conflict flags), compiled by dbt for each target from the same model file, rolled up per GPU, field and hour
 (samples, known values, mean, min, max, conflicts) and written as Parquet. Each engine runs in a child process
-with 2 threads (DuckDB threads=2, Spark local[2], driver memory 6g); the parent polls the RSS of the child's
+with 2 threads and 6 GB (DuckDB threads=2 and memory_limit, spilling to disk; Spark local[2], driver memory 6g); the parent polls the RSS of the child's
 whole process tree (Python + the Spark JVM) every 0.2 s. Printed per engine: wall seconds, input rows per
 second, peak RSS, hourly rows out, and the ratio against DuckDB. The two outputs are checked to hold the same
 rows and sums.
@@ -155,10 +155,10 @@ def hourly_sql(model_sql: str, hour_expr: str) -> str:
     """
 
 
-def run_duckdb(home: Path, sql: str, out: Path) -> dict:
+def run_duckdb(sql: str, out: Path) -> dict:
     import duckdb
 
-    con = duckdb.connect(config={"threads": 2})
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "6GB", "temp_directory": str(out.parent / "duckdb_tmp")})
     con.execute(f"copy ({sql}) to '{out}' (format parquet)")
     return {"rows_out": con.sql(f"select count(*) from read_parquet('{out}')").fetchone()[0]}
 
@@ -233,7 +233,7 @@ def main() -> None:
     if args.child:
         sql = (work / f"{args.child}.sql").read_text()
         out = work / f"hourly_{args.child}.parquet"
-        result = run_duckdb(home, sql, out) if args.child == "duckdb" else run_spark(home, sql, out, work)
+        result = run_duckdb(sql, out) if args.child == "duckdb" else run_spark(home, sql, out, work)
         print(json.dumps(result))
         return
 
