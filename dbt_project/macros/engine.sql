@@ -131,3 +131,20 @@
 {% macro join_list(list, separator) -%}{{ return(adapter.dispatch('join_list')(list, separator)) }}{%- endmacro %}
 {% macro default__join_list(list, separator) -%}array_to_string({{ list }}, {{ separator }}){%- endmacro %}
 {% macro spark__join_list(list, separator) -%}array_join({{ list }}, {{ separator }}){%- endmacro %}
+
+{#- A number as C's printf('%.<digits>g') writes it: `digits` significant digits, trailing zeros dropped, scientific
+    notation below 1e-4 and from 10^digits on. Spark's printf is Java's, whose %g keeps trailing zeros. -#}
+{% macro format_general(number, digits) -%}{{ return(adapter.dispatch('format_general')(number, digits)) }}{%- endmacro %}
+{% macro default__format_general(number, digits) -%}printf('%.{{ digits }}g', {{ number }}){%- endmacro %}
+{% macro spark__format_general(number, digits) -%}
+    {%- set scientific = "format_string('%." ~ (digits - 1) ~ "e', " ~ number ~ ")" -%}
+    {%- set exponent = "cast(substring_index(" ~ scientific ~ ", 'e', -1) as int)" -%}
+    {%- set strip = "regexp_replace(regexp_replace({}, '(\\\\.[0-9]*?)0+$', '$1'), '\\\\.$', '')" -%}
+    (case
+        when {{ number }} is null then null
+        when {{ number }} = 0 then '0'
+        when {{ exponent }} < -4 or {{ exponent }} >= {{ digits }} then
+            concat({{ strip.replace('{}', "substring_index(" ~ scientific ~ ", 'e', 1)") }}, 'e', substring_index({{ scientific }}, 'e', -1))
+        else {{ strip.replace('{}', "format_string(concat('%.', cast(" ~ (digits - 1) ~ " - " ~ exponent ~ " as string), 'f'), " ~ number ~ ")") }}
+    end)
+{%- endmacro %}

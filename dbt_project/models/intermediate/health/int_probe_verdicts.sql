@@ -153,12 +153,12 @@ select
             || case
                 when op = 'in' then field || ' = ' || coalesce(observed_text, 'NULL')
                 when function = 'variance' then
-                    'value ' || printf('%.4g', value) || ' ' || unit || ' is ' || printf('%+.1f%%', 100 * deviation)
-                    || ' vs cohort median ' || printf('%.4g', cohort_median) || ' (n=' || cohort_n || ')'
+                    'value ' || {{ format_general('value', 4) }} || ' ' || unit || ' is ' || printf('%+.1f%%', 100 * deviation)
+                    || ' vs cohort median ' || {{ format_general('cohort_median', 4) }} || ' (n=' || cohort_n || ')'
                     || coalesce(', robust z ' || printf('%.1f', robust_z), '')
-                else field || ' = ' || printf('%.4g', observed)
-                    || coalesce(' (value ' || printf('%.4g', value) || ' ' || unit || ', 95% CI '
-                        || printf('%.4g', ci_low) || '-' || printf('%.4g', ci_high) || ')', '')
+                else field || ' = ' || {{ format_general('observed', 4) }}
+                    || coalesce(' (value ' || {{ format_general('value', 4) }} || ' ' || unit || ', 95% CI '
+                        || {{ format_general('ci_low', 4) }} || '-' || {{ format_general('ci_high', 4) }} || ')', '')
             end
             || ' breaks ' || criteria
             || case when confirm_rerun and not coalesce(fired_previous_run, false) then '; awaiting a confirming re-run'
