@@ -104,7 +104,7 @@
 {% macro format_text(template, args) -%}{{ return(adapter.dispatch('format_text')(template, args)) }}{%- endmacro %}
 {% macro default__format_text(template, args) -%}format('{{ template }}', {{ args | join(', ') }}){%- endmacro %}
 {% macro spark__format_text(template, args) -%}
-    {%- set pieces = modules.re.split('(\{[^}]*\})', template) -%}
+    {%- set pieces = modules.re.split('([{][^}]*[}])', template) -%}
     {%- set parts = [] -%}
     {%- set ns = namespace(i=0) -%}
     {%- for piece in pieces if piece -%}
