@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The tests also need the spark extra (pyspark, dbt-spark: ~0.5 GB); `make run` does not.
+SPARK_STAMP := $(VENV)/.installed-spark
 export PERFWH_HOME ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
@@ -27,6 +29,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,probes]'
 	touch $(STAMP)
 
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	touch $(SPARK_STAMP)
+
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
@@ -38,7 +44,7 @@ run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/perfwh simulate --scenario demo --seed 7 --if-empty
 	$(BIN)/perfwh build
 
-test: $(STAMP) browser
+test: $(STAMP) $(SPARK_STAMP) browser
 	$(BIN)/python -m pytest -q
 
 # Debian's chromium for the browser tests (installed with apt-get when missing and run as root).

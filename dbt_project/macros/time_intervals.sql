@@ -3,20 +3,20 @@
 {% macro day_overlaps(start_at, end_at) -%}
     select
         cast(day_start as date) as day,
-        epoch(least({{ end_at }}, day_start + interval 1 day) - greatest({{ start_at }}, day_start)) as seconds
+        {{ interval_seconds('least(' ~ end_at ~ ', day_start + interval 1 day) - greatest(' ~ start_at ~ ', day_start)') }} as seconds
     from (
-        select unnest(generate_series(
-            date_trunc('day', {{ start_at }}),
-            date_trunc('day', {{ end_at }} - interval 1 microsecond),
-            interval 1 day
-        )) as day_start
+        select {{ unnest_series(
+            "date_trunc('day', " ~ start_at ~ ")",
+            "date_trunc('day', " ~ end_at ~ " - interval 1 microsecond)",
+            'interval 1 day'
+        ) }} as day_start
     )
     where {{ end_at }} > {{ start_at }}
 {%- endmacro %}
 
 {#- Seconds two intervals share (0 when they do not meet). -#}
 {% macro overlap_seconds(start_a, end_a, start_b, end_b) -%}
-    greatest(0, epoch(least({{ end_a }}, {{ end_b }}) - greatest({{ start_a }}, {{ start_b }})))
+    greatest(0, {{ interval_seconds('least(' ~ end_a ~ ', ' ~ end_b ~ ') - greatest(' ~ start_a ~ ', ' ~ start_b ~ ')') }})
 {%- endmacro %}
 
 {#- a / b, NULL (unknown) when the denominator is 0 or NULL: never a fake zero. -#}

@@ -6,6 +6,7 @@ import dagster as dg
 from dagster_dbt import DbtCliResource
 
 from perf_assets.lib.dbt_project import dbt_project
+from perf_assets.lib.deployment import configured_dbt_target
 from perf_assets.lib.paths import DataHome, data_home
 
 
@@ -25,6 +26,6 @@ def resources() -> dg.Definitions:
     return dg.Definitions(
         resources={
             "perfwh": PerfwhHome(),
-            "dbt": DbtCliResource(project_dir=dbt_project),
+            "dbt": DbtCliResource(project_dir=dbt_project, target=configured_dbt_target()),
         }
     )

@@ -35,7 +35,7 @@ renamed as (
         ----------  timestamps (ns; absolute UTC only when time_absolute)
         start_ns,
         end_ns,
-        case when time_absolute then make_timestamp(start_ns // 1000) end as started_at
+        case when time_absolute then {{ timestamp_from_micros(int_div('start_ns', 1000)) }} end as started_at
     from source
     {{ dedupe_on(['capture_id', 'event_seq']) }}
 )

@@ -43,7 +43,7 @@ renamed as (
         captured_at,
         span_start_ns,
         span_end_ns,
-        case when time_absolute then make_timestamp(span_start_ns // 1000) end as span_started_at
+        case when time_absolute then {{ timestamp_from_micros(int_div('span_start_ns', 1000)) }} end as span_started_at
     from source
     {{ dedupe_on(['capture_id', 'rank', 'device_index']) }}
 )

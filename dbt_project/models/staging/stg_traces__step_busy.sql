@@ -26,7 +26,7 @@ renamed as (
         ----------  timestamps (ns; absolute UTC only when time_absolute)
         step_start_ns,
         step_end_ns,
-        case when time_absolute then make_timestamp(step_start_ns // 1000) end as step_started_at
+        case when time_absolute then {{ timestamp_from_micros(int_div('step_start_ns', 1000)) }} end as step_started_at
     from source
     {{ dedupe_on(['capture_id', 'rank', 'device_index', 'step']) }}
 )

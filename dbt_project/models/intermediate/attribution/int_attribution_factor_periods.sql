@@ -72,7 +72,7 @@ final as (
         period_start,
         period_end,
         '{{ f.factor }}' as factor,
-        {% if f.parent %}'{{ f.parent }}'{% else %}cast(null as varchar){% endif %} as parent_factor,
+        {% if f.parent %}'{{ f.parent }}'{% else %}cast(null as string){% endif %} as parent_factor,
         '{{ f.kind }}' as factor_kind,
         {{ f.numerator }} as numerator,
         {{ f.denominator }} as denominator,

@@ -24,7 +24,7 @@ xids as (
         count(*) as xid_events,
         count(*) filter (where xid in ({{ var('critical_xids', '48, 63, 64, 74, 79, 92, 94, 95, 119, 120') }}))
             as critical_xid_events,
-        list_sort(list_distinct(list(xid))) as xid_codes
+        {{ sorted_distinct_list('xid') }} as xid_codes
     from {{ ref('int_dcgm_xid_events') }}
     where not is_first_observation and gpu_instance is null
     group by all

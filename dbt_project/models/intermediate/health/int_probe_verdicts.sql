@@ -60,7 +60,7 @@ rules as (
         split_part(criteria, ' ', 2) as op,
         case when split_part(criteria, ' ', 2) <> 'in' then try_cast(split_part(criteria, ' ', 3) as double) end
             as threshold,
-        case when split_part(criteria, ' ', 2) = 'in' then string_split(split_part(criteria, ' ', 3), '|') end
+        case when split_part(criteria, ' ', 2) = 'in' then {{ split_to_list("split_part(criteria, ' ', 3)", "'|'") }} end
             as allowed
     from {{ ref('probe_rules') }}
 ),
@@ -80,8 +80,8 @@ matched as (
             as observed_text
     from scored as s
     inner join rules as u
-        on regexp_full_match(s.probe, u.probe)
-        and regexp_matches(s.metric, u.metric_pattern)
+        on {{ regex_full_match('s.probe', 'u.probe') }}
+        and {{ regex_partial_match('s.metric', 'u.metric_pattern') }}
     -- CPU rows carry no physical limit and never share a cohort with GPUs; only failure checks apply
     where s.device_kind = 'cuda' or u.function = 'failure_check'
 ),
@@ -90,7 +90,7 @@ tested as (
     select
         *,
         case
-            when op = 'in' then coalesce(list_contains(allowed, observed_text), false)
+            when op = 'in' then coalesce({{ list_has('allowed', 'observed_text') }}, false)
             when observed is null then null
             when op = '<' then observed < threshold
             when op = '<=' then observed <= threshold
@@ -153,12 +153,12 @@ select
             || case
                 when op = 'in' then field || ' = ' || coalesce(observed_text, 'NULL')
                 when function = 'variance' then
-                    'value ' || printf('%.4g', value) || ' ' || unit || ' is ' || printf('%+.1f%%', 100 * deviation)
-                    || ' vs cohort median ' || printf('%.4g', cohort_median) || ' (n=' || cohort_n || ')'
+                    'value ' || {{ format_general('value', 4) }} || ' ' || unit || ' is ' || printf('%+.1f%%', 100 * deviation)
+                    || ' vs cohort median ' || {{ format_general('cohort_median', 4) }} || ' (n=' || cohort_n || ')'
                     || coalesce(', robust z ' || printf('%.1f', robust_z), '')
-                else field || ' = ' || printf('%.4g', observed)
-                    || coalesce(' (value ' || printf('%.4g', value) || ' ' || unit || ', 95% CI '
-                        || printf('%.4g', ci_low) || '-' || printf('%.4g', ci_high) || ')', '')
+                else field || ' = ' || {{ format_general('observed', 4) }}
+                    || coalesce(' (value ' || {{ format_general('value', 4) }} || ' ' || unit || ', 95% CI '
+                        || {{ format_general('ci_low', 4) }} || '-' || {{ format_general('ci_high', 4) }} || ')', '')
             end
             || ' breaks ' || criteria
             || case when confirm_rerun and not coalesce(fired_previous_run, false) then '; awaiting a confirming re-run'

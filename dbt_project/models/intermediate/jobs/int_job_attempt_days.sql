@@ -60,7 +60,7 @@ phase_edges as (
         job_id,
         attempt,
         regexp_replace(event, '_(start|end)$', '') as kind,
-        ends_with(event, '_start') as is_start,
+        right(event, 6) = '_start' as is_start,
         event_at,
         row_number() over (partition by job_id, attempt, event order by event_at) as occurrence
     from events
@@ -117,7 +117,7 @@ interval_days as (
         {% for state in interval_states %}
         sum(case when intervals.leaf = '{{ state }}' then
             {{ overlap_seconds('intervals.start_at', 'intervals.end_at', 'days.day_start_at', 'days.day_end_at') }}
-            end) as {{ state }}_s,
+            end) as {{ state }}_s{{ ',' if not loop.last }}
         {% endfor %}
     from intervals
     inner join days
@@ -157,7 +157,7 @@ step_days as (
         days.day,
         {{ overlap_seconds('first_step_excess.step_start_at', 'first_step_excess.step_end_at', 'days.day_start_at', 'days.day_end_at') }}
             / nullif(first_step_excess.duration_s, 0) as time_share,
-        first_step_excess.*
+        {{ star_except("first_step_excess.", ["job_id", "attempt"]) }}
     from first_step_excess
     inner join days
         on first_step_excess.step_start_at < days.day_end_at and first_step_excess.step_end_at > days.day_start_at

@@ -34,7 +34,7 @@ ordered as (
         count(*) over (partition by allocations.job_id) as attempt_count
     from allocations
     cross join days
-    where len(allocations.nodes) > 0
+    where {{ list_length('allocations.nodes') }} > 0
 ),
 
 with_queue as (
@@ -72,7 +72,7 @@ final as (
         with_queue.start_at,
         with_queue.attempt_end_at as end_at
     from with_queue
-    left join node_skus on with_queue.nodes[1] = node_skus.node
+    left join node_skus on {{ list_element('with_queue.nodes', 1) }} = node_skus.node
     left join specs on node_skus.sku = specs.sku
 )
 

@@ -44,7 +44,7 @@ blocking_edges as (
         job_id,
         attempt,
         regexp_replace(event, '_(start|end)$', '') as kind,
-        ends_with(event, '_start') as is_start,
+        right(event, 6) = '_start' as is_start,
         event_at,
         row_number() over (
             partition by job_id, attempt, event order by event_at
@@ -95,7 +95,7 @@ classified as (
     select
         steps.*,
         max(steps.attempt) over (partition by steps.job_id, steps.step) = steps.attempt as is_retained,
-        epoch(steps.step_end_at - steps.step_start_at) as duration_s,
+        {{ interval_seconds('steps.step_end_at - steps.step_start_at') }} as duration_s,
         coalesce(blocking_per_step.ckpt_save_s, 0) as ckpt_save_s,
         coalesce(blocking_per_step.custom_blocking_s, 0) as custom_blocking_s
     from steps

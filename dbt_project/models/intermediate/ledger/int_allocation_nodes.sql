@@ -16,14 +16,14 @@ exploded as (
         allocations.slurm_job_id,
         allocations.job_id,
         allocations.state,
-        unnest(allocations.nodes) as node,
+        {{ unnest_list('allocations.nodes') }} as node,
         allocations.alloc_gpus,
-        len(allocations.nodes) as node_count,
+        {{ list_length('allocations.nodes') }} as node_count,
         allocations.start_at,
         coalesce(allocations.end_at, greatest(days.window_end_at, allocations.start_at)) as end_at
     from allocations
     cross join days
-    where len(allocations.nodes) > 0
+    where {{ list_length('allocations.nodes') }} > 0
 ),
 
 final as (

@@ -15,13 +15,16 @@ bounds as (
 ),
 
 days as (
-    select cast(unnest(generate_series(first_day, last_day, interval 1 day)) as date) as day
-    from bounds
-    where first_day is not null
+    select cast(day_at as date) as day
+    from (
+        select {{ unnest_series('first_day', 'last_day', 'interval 1 day') }} as day_at
+        from bounds
+        where first_day is not null
+    )
 )
 
 select
     day,
-    cast(day as timestamptz) as day_start_at,
-    cast(day as timestamptz) + interval 1 day as day_end_at
+    cast(day as {{ type_timestamptz() }}) as day_start_at,
+    cast(day as {{ type_timestamptz() }}) + interval 1 day as day_end_at
 from days

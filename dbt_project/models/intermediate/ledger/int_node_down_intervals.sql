@@ -45,8 +45,8 @@ final as (
         island,
         min(start_at) as start_at,
         max(end_at) as end_at,
-        string_agg(distinct state, ',' order by state) as states,
-        string_agg(distinct reason, '; ' order by reason) as reasons
+        {{ sorted_distinct_string_agg('state', "','") }} as states,
+        {{ sorted_distinct_string_agg('reason', "'; '") }} as reasons
     from islands
     group by node, island
 )

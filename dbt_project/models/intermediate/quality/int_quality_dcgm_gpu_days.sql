@@ -40,8 +40,8 @@ point_runs as (
 ),
 
 longest as (
-    select gpu_uuid, day, arg_max(silent_h, silent_h) as silent_h, arg_max(silent_from_at, silent_h) as silent_from_at,
-        arg_max(silent_to_at, silent_h) as silent_to_at
+    select gpu_uuid, day, max_by(silent_h, silent_h) as silent_h, max_by(silent_from_at, silent_h) as silent_from_at,
+        max_by(silent_to_at, silent_h) as silent_to_at
     from point_runs
     group by all
 ),

@@ -18,9 +18,9 @@ grid as (
         gpus.node,
         gpus.gpu_uuid,
         days.day,
-        unnest(generate_series(
-            days.day_start_at, days.day_end_at - interval '{{ step_s }} seconds', interval '{{ step_s }} seconds'
-        )) as point_at,
+        {{ unnest_series(
+            'days.day_start_at', "days.day_end_at - interval '" ~ step_s ~ " seconds'", "interval '" ~ step_s ~ " seconds'"
+        ) }} as point_at,
         gpus.valid_from_at,
         gpus.valid_to_at
     from gpus

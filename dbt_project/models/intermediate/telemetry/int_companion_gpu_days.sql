@@ -82,11 +82,11 @@ thermal as (
     select
         gpu_uuid,
         cast(sampled_at as date) as metric_date,
-        sum(epoch(sampled_at) - epoch(previous_sampled_at)) as thermal_elapsed_s,
+        sum({{ epoch_seconds('sampled_at') }} - {{ epoch_seconds('previous_sampled_at') }}) as thermal_elapsed_s,
         sum(
             greatest(
-                epoch(sampled_at) - epoch(previous_sampled_at)
-                - least(delta / 1e9, epoch(sampled_at) - epoch(previous_sampled_at)),
+                {{ epoch_seconds('sampled_at') }} - {{ epoch_seconds('previous_sampled_at') }}
+                - least(delta / 1e9, {{ epoch_seconds('sampled_at') }} - {{ epoch_seconds('previous_sampled_at') }}),
                 0
             )
         ) as thermal_ok_s

@@ -23,7 +23,7 @@ select
     max(busy_ns) as max_busy_ns,
     avg(busy_ns) as mean_busy_ns,
     max(span_ns) as max_span_ns,
-    arg_max(rank, busy_ns) as busiest_rank,
+    max_by(rank, busy_ns) as busiest_rank,
     case when count(*) > 1 and avg(busy_ns) > 0 then max(busy_ns) / avg(busy_ns) end as straggler_ratio
 from per_rank
 group by job_id, step

@@ -10,7 +10,7 @@ events as (
     select
         *,
         case
-            when key = 'tracked_stats' then try_cast(json_extract_string(value_json, '$.throughput') as double)
+            when key = 'tracked_stats' then try_cast({{ json_text('value_json', "'$.throughput'") }} as double)
             when key = 'throughput' then value_num
         end as throughput
     from {{ ref('stg_mlperf__events') }}
@@ -24,10 +24,10 @@ per_run as (
         min(host) as host,
         min(job_id) as job_id,
         max(system_json) as system_json,
-        max(json_extract_string(value_json, '$')) filter (where key = 'submission_benchmark') as benchmark,
-        max(json_extract_string(value_json, '$')) filter (where key = 'submission_org') as submission_org,
-        max(json_extract_string(value_json, '$')) filter (where key = 'submission_division') as division,
-        max(json_extract_string(value_json, '$')) filter (where key = 'submission_platform') as platform,
+        max({{ json_text('value_json', "'$'") }}) filter (where key = 'submission_benchmark') as benchmark,
+        max({{ json_text('value_json', "'$'") }}) filter (where key = 'submission_org') as submission_org,
+        max({{ json_text('value_json', "'$'") }}) filter (where key = 'submission_division') as division,
+        max({{ json_text('value_json', "'$'") }}) filter (where key = 'submission_platform') as platform,
         max(value_num) filter (where key = 'global_batch_size') as global_batch_size,
         max(value_num) filter (where key = 'seed') as seed,
         max(value_num) filter (where key = 'train_samples') as train_samples,
@@ -42,9 +42,9 @@ per_run as (
         coalesce(min(event_date) filter (where key = 'run_start'), min(event_date)) as run_date,
         max(status) filter (where key = 'run_stop') as run_stop_status,
         avg(throughput) as throughput_mean,
-        arg_max(throughput, time_ms) filter (where throughput is not null) as throughput_last,
+        max_by(throughput, time_ms) filter (where throughput is not null) as throughput_last,
         count(throughput) as throughput_samples,
-        arg_max(value_num, time_ms) filter (where key = 'eval_accuracy') as eval_accuracy_last,
+        max_by(value_num, time_ms) filter (where key = 'eval_accuracy') as eval_accuracy_last,
         count(*) filter (where key = 'eval_accuracy') as evals,
         count(*) as events,
         sum(duplicate_count - 1)::bigint as duplicate_copies,
@@ -64,13 +64,13 @@ final as (
         landed_file_id,
         ----------  strings
         benchmark,
-        coalesce(json_extract_string(system_json, '$.submitter'), submission_org) as submitter,
-        json_extract_string(system_json, '$.system_name') as system_name,
+        coalesce({{ json_text('system_json', "'$.submitter'") }}, submission_org) as submitter,
+        {{ json_text('system_json', "'$.system_name'") }} as system_name,
         platform,
-        coalesce(json_extract_string(system_json, '$.division'), division) as division,
-        json_extract_string(system_json, '$.accelerator_model_name') as accelerator_model_name,
-        {{ sku_from_gpu_name("json_extract_string(system_json, '$.accelerator_model_name')") }} as sku,
-        json_extract_string(system_json, '$.framework') as framework,
+        coalesce({{ json_text('system_json', "'$.division'") }}, division) as division,
+        {{ json_text('system_json', "'$.accelerator_model_name'") }} as accelerator_model_name,
+        {{ sku_from_gpu_name(json_text('system_json', "'$.accelerator_model_name'")) }} as sku,
+        {{ json_text('system_json', "'$.framework'") }} as framework,
         case
             when run_stop_ms is null then 'incomplete'
             when run_stop_status in ('success', 'aborted') then run_stop_status
@@ -78,10 +78,10 @@ final as (
         end as status,
         system_json,
         ----------  numerics
-        try_cast(json_extract_string(system_json, '$.number_of_nodes') as integer) as n_nodes,
-        try_cast(json_extract_string(system_json, '$.accelerators_per_node') as integer) as accelerators_per_node,
-        try_cast(json_extract_string(system_json, '$.number_of_nodes') as integer)
-        * try_cast(json_extract_string(system_json, '$.accelerators_per_node') as integer) as n_accelerators,
+        try_cast({{ json_text('system_json', "'$.number_of_nodes'") }} as integer) as n_nodes,
+        try_cast({{ json_text('system_json', "'$.accelerators_per_node'") }} as integer) as accelerators_per_node,
+        try_cast({{ json_text('system_json', "'$.number_of_nodes'") }} as integer)
+        * try_cast({{ json_text('system_json', "'$.accelerators_per_node'") }} as integer) as n_accelerators,
         global_batch_size,
         seed,
         train_samples,

@@ -14,7 +14,7 @@ limits as (
 ),
 
 run_attributes as (
-    select distinct on (run_id)
+    select
         run_id,
         run_index,
         cluster,
@@ -43,7 +43,7 @@ run_attributes as (
         captured_at,
         run_date
     from results
-    order by run_id, landed_file_id
+    qualify row_number() over (partition by run_id order by landed_file_id) = 1
 ),
 
 sizes as (

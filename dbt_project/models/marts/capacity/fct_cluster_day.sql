@@ -16,7 +16,7 @@ summed as (
         metric_date,
         count(distinct node) as node_count,
         sum(gpu_count) as gpu_count,
-        string_agg(distinct sku, ',' order by sku) as skus,
+        {{ sorted_distinct_string_agg('sku', "','") }} as skus,
         {% for state in capacity_ledger_states() %}
         sum({{ state }}_gs) as {{ state }}_gs,
         sum({{ state }}_pfs) as {{ state }}_pfs,

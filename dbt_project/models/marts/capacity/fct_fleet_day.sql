@@ -13,7 +13,7 @@ summed as (
         count(*) as cluster_count,
         sum(node_count) as node_count,
         sum(gpu_count) as gpu_count,
-        string_agg(distinct skus, ',' order by skus) as skus,
+        {{ sorted_distinct_string_agg('skus', "','") }} as skus,
         {% for state in capacity_ledger_states() %}
         sum({{ state }}_gs) as {{ state }}_gs,
         sum({{ state }}_pfs) as {{ state }}_pfs,

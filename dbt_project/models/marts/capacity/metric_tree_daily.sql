@@ -13,7 +13,8 @@ companion_gpu_days as (
 ),
 
 companions as (
-    -- the companions' numerators, denominators and coverages per grain (sums of the GPU-days)
+    -- the companions' numerators, denominators and coverages per grain (sums of the GPU-days); the node,
+    -- cluster and fleet grains take dcgm_gpu_util and dcgm_tensor_active from the capacity marts (NULL here)
     select
         'gpu' as grain,
         gpu_uuid as entity_id,
@@ -21,11 +22,11 @@ companions as (
         {%- for node_id, pair in companion_nodes().items() %}
         cast({{ pair[0] }} as double) as {{ pair[0] }},
         cast({{ pair[1] }} as double) as {{ pair[1] }},
-        cast(covered_{{ node_id }} as double) as coverage_{{ node_id }},
+        cast(covered_{{ node_id }} as double) as coverage_{{ node_id }}{{ ',' if not loop.last }}
         {%- endfor %}
     from companion_gpu_days
     {%- for grain, entity in [('node', 'node'), ('cluster', 'cluster'), ('fleet', "'fleet'")] %}
-    union all by name
+    union all
     select
         '{{ grain }}' as grain,
         {{ entity }} as entity_id,
@@ -34,8 +35,11 @@ companions as (
         {%- if node_id not in ('dcgm_gpu_util', 'dcgm_tensor_active') %}
         sum({{ pair[0] }}) as {{ pair[0] }},
         sum({{ pair[1] }}) as {{ pair[1] }},
+        {%- else %}
+        cast(null as double) as {{ pair[0] }},
+        cast(null as double) as {{ pair[1] }},
         {%- endif %}
-        sum(covered_{{ node_id }}) / sum(gpu_count) as coverage_{{ node_id }},
+        sum(covered_{{ node_id }}) / sum(gpu_count) as coverage_{{ node_id }}{{ ',' if not loop.last }}
         {%- endfor %}
     from companion_gpu_days
     group by all
@@ -64,7 +68,11 @@ job_lens_fleet as (
     group by metric_date
 ),
 
-wide as (
+-- The grains' measures side by side: each grain carries some of them (the rest NULL).
+{%- set capacity_columns = capacity_measures() + companion_measures() %}
+{%- set wide_columns = capacity_columns + job_lens_tree_measures() %}
+
+cluster_rows as (
     select
         'cluster' as grain,
         facts.cluster as entity_id,
@@ -82,7 +90,9 @@ wide as (
         on companions.grain = 'cluster'
         and companions.entity_id = facts.cluster
         and companions.metric_date = facts.metric_date
-    union all by name
+),
+
+fleet_rows as (
     select
         'fleet' as grain,
         facts.fleet as entity_id,
@@ -99,7 +109,9 @@ wide as (
         on companions.grain = 'fleet'
         and companions.entity_id = facts.fleet
         and companions.metric_date = facts.metric_date
-    union all by name
+),
+
+node_rows as (
     -- the node grain: the capacity lens from the node-day ledger, and the companions
     select
         'node' as grain,
@@ -108,19 +120,23 @@ wide as (
         {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
         {%- for measure in companion_measures() %}
-        companions.{{ measure }},
+        companions.{{ measure }}{{ ',' if not loop.last }}
         {%- endfor %}
     from {{ ref('fct_node_day') }} as facts
     left join companions
         on companions.grain = 'node'
         and companions.entity_id = facts.node
         and companions.metric_date = facts.metric_date
-    union all by name
+),
+
+gpu_rows as (
     -- the gpu grain carries the companions only
     select *
     from companions
     where grain = 'gpu'
-    union all by name
+),
+
+job_rows as (
     -- the job grain carries the job lens only
     select
         'job' as grain,
@@ -128,6 +144,29 @@ wide as (
         job_days.metric_date,
         {{ job_lens_tree_columns('job_days') }}
     from {{ ref('fct_job_day') }} as job_days
+),
+
+{%- set gpu_columns = [] %}
+{%- for node_id, pair in companion_nodes().items() %}
+    {%- do gpu_columns.extend([pair[0], pair[1], 'coverage_' ~ node_id]) %}
+{%- endfor %}
+{%- set grain_columns = {
+    'cluster_rows': wide_columns, 'fleet_rows': wide_columns, 'node_rows': capacity_columns,
+    'gpu_rows': gpu_columns, 'job_rows': job_lens_tree_measures(),
+} %}
+
+wide as (
+    {%- for relation, columns in grain_columns.items() %}
+    select
+        grain,
+        entity_id,
+        metric_date,
+        {%- for measure in wide_columns %}
+        {{ measure if measure in columns else 'cast(null as double)' }} as {{ measure }}{{ ',' if not loop.last }}
+        {%- endfor %}
+    from {{ relation }}
+    {% if not loop.last %}union all{% endif %}
+    {%- endfor %}
 ),
 
 measures as (

@@ -24,15 +24,15 @@ probe_days as (
         count(*) filter (where verdict = 'unknown') as unknown_checks,
         max(verdict_rank) as worst_rank,
         count(distinct gpu_uuid) filter (where verdict = 'fail') as failing_gpus,
-        list_sort(list_distinct(list(rule) filter (where verdict = 'fail'))) as failing_rule_list,
-        list_sort(list_distinct(list(rule) filter (where verdict = 'warn'))) as warning_rule_list,
-        string_agg(
-            distinct 'gpu ' || coalesce(cast(gpu_index as varchar), '?') || ' ' || gpu_uuid || ': ' || evidence, '; '
-        ) filter (where verdict = 'fail') as failing_evidence,
-        string_agg(
-            distinct 'gpu ' || coalesce(cast(gpu_index as varchar), '?') || ' ' || gpu_uuid || ': ' || evidence, '; '
-        ) filter (where verdict = 'warn') as warning_evidence,
-        list_sort(list_distinct(list(category) filter (where verdict = 'fail'))) as failing_categories
+        {{ sorted_distinct_list('rule', "verdict = 'fail'") }} as failing_rule_list,
+        {{ sorted_distinct_list('rule', "verdict = 'warn'") }} as warning_rule_list,
+        {{ sorted_distinct_string_agg(
+            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'fail'"
+        ) }} as failing_evidence,
+        {{ sorted_distinct_string_agg(
+            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'warn'"
+        ) }} as warning_evidence,
+        {{ sorted_distinct_list('category', "verdict = 'fail'") }} as failing_categories
     from verdicts
     group by node, probe_date
 ),
@@ -84,10 +84,10 @@ judged as (
         concat_ws(
             '; ',
             case when worst_rank = 3 then
-                failing_gpus || ' GPU(s) failed ' || array_to_string(failing_rule_list, ', ')
-                || ' (' || array_to_string(failing_categories, ', ') || ')' end,
+                failing_gpus || ' GPU(s) failed ' || {{ join_list('failing_rule_list', "', '") }}
+                || ' (' || {{ join_list('failing_categories', "', '") }} || ')' end,
             case when critical_xid_events > 0 then
-                critical_xid_events || ' critical XID event(s) in DCGM (codes ' || array_to_string(xid_codes, ', ')
+                critical_xid_events || ' critical XID event(s) in DCGM (codes ' || {{ join_list('xid_codes', "', '") }}
                 || ')' end,
             case when ecc_dbe_errors > 0 then printf('%.0f', ecc_dbe_errors) || ' uncorrectable ECC error(s) in DCGM' end,
             case when row_remap_failure > 0 then 'row remap failure reported by DCGM' end
@@ -115,13 +115,13 @@ select
     unknown_checks,
     case worst_rank when 3 then 'fail' when 2 then 'warn' when 1 then 'pass' else 'unknown' end as worst_verdict,
     failing_gpus,
-    array_to_string(failing_rule_list, ',') as failing_rules,
-    array_to_string(warning_rule_list, ',') as warning_rules,
+    {{ join_list('failing_rule_list', "','") }} as failing_rules,
+    {{ join_list('warning_rule_list', "','") }} as warning_rules,
     failing_evidence,
     warning_evidence,
     xid_events,
     critical_xid_events,
-    array_to_string(xid_codes, ',') as xid_codes,
+    {{ join_list('xid_codes', "','") }} as xid_codes,
     ecc_sbe_errors,
     ecc_dbe_errors,
     uncorrectable_remapped_rows,

@@ -13,7 +13,7 @@ attempts as (
         min(queue_start_at) as first_eligible_at,
         min(start_at) as first_start_at,
         max(end_at) as last_end_at,
-        arg_max(state, attempt) as final_state,
+        max_by(state, attempt) as final_state,
         bool_or(is_open) as is_running
     from {{ ref('int_job_attempts') }}
     group by job_id
@@ -63,7 +63,7 @@ final as (
         with_coverage.gpus,
         attempts.attempt_count,
         attempts.attempt_count - 1 as restarts,
-        with_coverage.* exclude (cluster, job_id, sku, gpus),
+        {{ star_except('with_coverage.', ['cluster', 'job_id', 'sku', 'gpus']) }},
         {{ job_lens_factors() }},
         ----------  booleans
         attempts.is_running,

@@ -15,7 +15,7 @@ with
 job_days as (
     -- the spine recomputed from the day's sums (Σ/Σ), as fct_job_day does
     select
-        * exclude (scheduling_goodput, runtime_goodput, program_goodput, job_goodput, time_goodput),
+        {{ star_except('', ['scheduling_goodput', 'runtime_goodput', 'program_goodput', 'job_goodput', 'time_goodput']) }},
         {{ job_lens_factors() }}
     from {{ ref('fct_job_day') }}
 ),
@@ -28,7 +28,7 @@ paired as (
 ),
 
 days_long as (
-    select job_id, metric_date, 'job_goodput' as node_id, cast(null as varchar) as parent_node_id, 'root' as kind,
+    select job_id, metric_date, 'job_goodput' as node_id, cast(null as string) as parent_node_id, 'root' as kind,
         job_goodput as value
     from job_days
     union all

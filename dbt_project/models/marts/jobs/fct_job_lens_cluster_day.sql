@@ -14,7 +14,7 @@ summed as (
         cluster,
         metric_date,
         count(distinct job_id) as job_count,
-        string_agg(distinct sku, ',' order by sku) as skus,
+        {{ sorted_distinct_string_agg('sku', "','") }} as skus,
         {{ job_lens_sums() }}
         sum(allocated_with_events_pfs) as allocated_with_events_pfs,
         sum(productive_flops_known_pfs) as productive_flops_known_pfs,

@@ -56,10 +56,10 @@ dcgm_coverage as (
             when known_points / expected_points >= {{ coverage_fail }} then 'warn'
             else 'fail'
         end as status,
-        format(
+        {{ format_text(
             'node {}: {} of {} in-service 5-min samples known; {} out-of-service samples known-missing',
-            node, known_points, expected_points, out_of_service_points
-        ) as detail
+            ['node', 'known_points', 'expected_points', 'out_of_service_points']
+        ) }} as detail
     from gpu_days
 ),
 
@@ -75,12 +75,13 @@ silent_exporters as (
         case when longest_silent_h > {{ silent_h }} then 'fail' when longest_silent_h > 0 then 'warn' else 'ok' end
             as status,
         case
-            when longest_silent_h = 0 then format('node {}: no in-service gap', node)
-            else format(
-                'node {}: no sample for {:.2f} h in service ({} to {}){}', node, longest_silent_h,
-                strftime(silent_from_at, '%Y-%m-%dT%H:%MZ'), strftime(silent_to_at, '%Y-%m-%dT%H:%MZ'),
-                case when silent_at_window_end then ', still silent at the window end' else '' end
-            )
+            when longest_silent_h = 0 then {{ format_text('node {}: no in-service gap', ['node']) }}
+            else {{ format_text(
+                'node {}: no sample for {:.2f} h in service ({} to {}){}', [
+                    'node', 'longest_silent_h',
+                    format_timestamp('silent_from_at', '%Y-%m-%dT%H:%MZ'), format_timestamp('silent_to_at', '%Y-%m-%dT%H:%MZ'),
+                    "case when silent_at_window_end then ', still silent at the window end' else '' end"]
+            ) }}
         end as detail
     from gpu_days
     where expected_points > 0
@@ -105,7 +106,7 @@ late as (
             where later.source = manifest.source and later.capture_day > manifest.capture_day
                 and later.first_ingested_at + interval '{{ late_h }} hours' < manifest.ingested_at
         ) as is_late,
-        epoch(manifest.ingested_at - (manifest.capture_day + interval 1 day)) / 3600.0 as lag_h
+        {{ interval_seconds('manifest.ingested_at - (manifest.capture_day + interval 1 day)') }} / 3600.0 as lag_h
     from manifest
 ),
 
@@ -119,8 +120,8 @@ late_files as (
         cast(count(*) as double) as expected,
         count(*) filter (where is_late) / count(*) as ratio,
         case when count(*) filter (where is_late) > 0 then 'warn' else 'ok' end as status,
-        format('{} of {} files late; max lag after the capture day {:.1f} h', count(*) filter (where is_late),
-            count(*), max(lag_h)) as detail
+        {{ format_text('{} of {} files late; max lag after the capture day {:.1f} h',
+            ['count(*) filter (where is_late)', 'count(*)', 'max(lag_h)']) }} as detail
     from late
     group by all
 ),
@@ -139,8 +140,9 @@ quarantine_rate as (
             when count(*) filter (where status = 'quarantined') > 0 then 'warn'
             else 'ok'
         end as status,
-        format('{} of {} files quarantined{}', count(*) filter (where status = 'quarantined'), count(*),
-            coalesce(': ' || string_agg(distinct reason, '; ') filter (where status = 'quarantined'), '')) as detail
+        {{ format_text('{} of {} files quarantined{}', [
+            "count(*) filter (where status = 'quarantined')", 'count(*)',
+            "coalesce(': ' || " ~ sorted_distinct_string_agg('reason', "'; '", "status = 'quarantined'") ~ ", '')"]) }} as detail
     from manifest
     group by all
 ),
@@ -164,7 +166,7 @@ trace_coverage as (
         cast(count(*) as double) as expected,
         count(traced_job_days.job_id) / count(*) as ratio,
         case when count(traced_job_days.job_id) = 0 then 'warn' else 'ok' end as status,
-        format('{} of {} job-days have a trace', count(traced_job_days.job_id), count(*)) as detail
+        {{ format_text('{} of {} job-days have a trace', ['count(traced_job_days.job_id)', 'count(*)']) }} as detail
     from job_days
     left join traced_job_days using (job_id, day)
     group by all
@@ -187,23 +189,24 @@ freshness as (
         'table' as grain,
         latest_events.table_name as entity_id,
         cast(window_end.window_end_at - interval 1 day as date) as metric_date,
-        epoch(window_end.window_end_at - latest_events.latest_at) / 3600.0 as observed,
+        {{ interval_seconds('window_end.window_end_at - latest_events.latest_at') }} / 3600.0 as observed,
         cast({{ fresh_warn_h }} as double) as expected,
-        epoch(window_end.window_end_at - latest_events.latest_at) / 3600.0 / {{ fresh_warn_h }} as ratio,
+        {{ interval_seconds('window_end.window_end_at - latest_events.latest_at') }} / 3600.0 / {{ fresh_warn_h }} as ratio,
         case
             when latest_events.latest_at is null then 'warn'
             when latest_events.change_driven then 'ok'
-            when epoch(window_end.window_end_at - latest_events.latest_at) / 3600.0 > {{ fresh_fail_h }} then 'fail'
-            when epoch(window_end.window_end_at - latest_events.latest_at) / 3600.0 > {{ fresh_warn_h }} then 'warn'
+            when {{ interval_seconds('window_end.window_end_at - latest_events.latest_at') }} / 3600.0 > {{ fresh_fail_h }} then 'fail'
+            when {{ interval_seconds('window_end.window_end_at - latest_events.latest_at') }} / 3600.0 > {{ fresh_warn_h }} then 'warn'
             else 'ok'
         end as status,
         case
             when latest_events.latest_at is null then 'no rows ever landed: freshness unknown'
-            when latest_events.change_driven then format(
+            when latest_events.change_driven then {{ format_text(
                 'sparse or change-driven table: latest rows end {}; no rows means nothing to report',
-                strftime(latest_events.latest_at, '%Y-%m-%d'))
-            else format('latest event day ends {}, window ends {}', strftime(latest_events.latest_at, '%Y-%m-%d'),
-                strftime(window_end.window_end_at, '%Y-%m-%d'))
+                [format_timestamp('latest_events.latest_at', '%Y-%m-%d')]) }}
+            else {{ format_text('latest event day ends {}, window ends {}', [
+                format_timestamp('latest_events.latest_at', '%Y-%m-%d'),
+                format_timestamp('window_end.window_end_at', '%Y-%m-%d')]) }}
         end as detail
     from latest_events
     cross join window_end
