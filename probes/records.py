@@ -120,11 +120,18 @@ def write_jsonl(results: Iterable[ProbeResult], path: str | os.PathLike[str], *,
     bytes a FileExistsError (unless ``overwrite``). Writing no results is an error: an empty file
     cannot be told from a truncated one, so ingestion quarantines it.
     """
-    target = Path(path)
     lines = [result.to_json_line() for result in results]
     if not lines:
         raise ValueError("no results to write: writers deliver no file rather than an empty one")
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    return land_bytes(Path(path), ("\n".join(lines) + "\n").encode("utf-8"), overwrite=overwrite)
+
+
+def land_bytes(target: Path, data: bytes, *, overwrite: bool = False) -> Path:
+    """Write ``data`` to ``target`` atomically and durably (temp file beside it, fsync, os.replace).
+
+    The same bytes already there: a no-op. Other bytes there: FileExistsError, unless ``overwrite``
+    (landed files never change).
+    """
     if target.exists() and not overwrite:
         if target.read_bytes() == data:
             return target

@@ -4,15 +4,13 @@ it (landing/probe_results/)."""
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from perf_assets.lib.paths import DataHome
 from probes.backends import hostname, select_backend
 from probes.common import new_run
-from probes.records import SOURCE, ProbeResult, landing_path, utc_now, write_jsonl
+from probes.records import SOURCE, ProbeResult, land_bytes, landing_path, utc_now, write_jsonl
 from probes.suite import SuiteOptions, run_all
 
 
@@ -59,18 +57,4 @@ def land_fetched(home: DataHome, relative: PurePosixPath, data: bytes, sha256: s
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise ValueError(f"fetched {relative} has sha256 {digest}, the probe host reported {sha256}")
-    target = home.landing.joinpath(*relative.parts)
-    if target.exists():
-        if target.read_bytes() == data:
-            return target
-        raise FileExistsError(f"{target} exists with other content; landed files are never changed")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return land_bytes(home.landing.joinpath(*relative.parts), data)
