@@ -805,3 +805,22 @@ def test_perfwh_alerts_deliver_applies_annotations_before_paging(tmp_path, capsy
     sent = [json.loads(x) for x in (tmp_path / "alerts" / "alerts.jsonl").read_text().splitlines()]
     assert "delivered 1," in line and "1 turned expected by annotations" in line
     assert [b["entity_id"] for b in sent] == ["alpha"]  # beta's page never went out
+
+
+def test_an_incident_rooted_at_a_node_one_day_and_its_cluster_another_is_one_alert(tmp_path):
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"alpha": ["alpha-n01", "alpha-n02"], "beta": ["beta-n01"]})
+    (cluster,) = upsert(tmp_path, regression("2026-11-07"), topology=topology).opened
+    # a later run roots the same incident at a node of alpha (a day later): the cluster's alert stands
+    later = upsert(tmp_path, regression("2026-11-08", grain="node", entity="alpha-n01"), topology=topology)
+    # a node of another cluster, and a fleet-grain change, are other incidents
+    other = upsert(tmp_path, regression("2026-11-08", grain="node", entity="beta-n01"), topology=topology)
+    fleet = upsert(tmp_path, regression("2026-11-08", grain="fleet", entity="fleet"), topology=topology)
+    assert later.opened == [] and later.updated == [] and later.unchanged == 1
+    assert read_alerts(tmp_path)[0]["summary"] == cluster["summary"]
+    assert len(other.opened) == 1 and len(fleet.opened) == 1
+    assert len(read_alerts(tmp_path)) == 3
+    # without the inventory topology, only the same entity matches (the old rule)
+    assert len(upsert(tmp_path / "plain", regression("2026-11-07")).opened) == 1
+    assert len(upsert(tmp_path / "plain", regression("2026-11-08", grain="node", entity="alpha-n01")).opened) == 1

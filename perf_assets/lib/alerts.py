@@ -545,7 +545,7 @@ def _alert_id(incident: dict) -> str:
     return hashlib.sha256(f"alert|{key}".encode()).hexdigest()[:12]
 
 
-def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
+def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None = None) -> dict | None:
     """The stored alert this incident is: same root entity and direction, change day ± 2 days.
 
     The metric group is not part of the key: an incident group already holds every metric of its
@@ -555,18 +555,22 @@ def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
     The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
     that wanders a day at a time cannot drag an alert along.
 
+    With the inventory topology, an alert whose entity contains or is contained in the incident's root
+    (a cluster and one of its nodes) matches too, the same entity preferred: a day-by-day run roots one
+    incident at the cluster on one day and at its nodes on another (bench/soak.py on `incidents`).
+
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
     """
     change = date.fromisoformat(incident["change_date"])
+    scope = (incident["grain"], incident["entity_id"])
     best = None
     for alert in alerts:
-        if (alert["grain"], alert["entity_id"], alert["direction"]) != (
-            incident["grain"],
-            incident["entity_id"],
-            incident["direction"],
-        ):
+        if alert["direction"] != incident["direction"]:
+            continue
+        same = (alert["grain"], alert["entity_id"]) == scope
+        if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
         anchor = alert.get("dedup_change_date") or alert["change_date"]  # the change day it was opened with
         distance = abs((date.fromisoformat(anchor) - change).days)
@@ -574,9 +578,18 @@ def find_match(alerts: Iterable[dict], incident: dict) -> dict | None:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
             continue
-        if best is None or distance < best[0]:
-            best = (distance, alert)
+        rank = (0 if same else 1, distance)  # the same entity first, then the nearest day
+        if best is None or rank < best[0]:
+            best = (rank, alert)
     return best[1] if best else None
+
+
+def _nested(a: tuple[str, str], b: tuple[str, str], topology: Topology | None) -> bool:
+    """One scope inside the other (a node in its cluster, a GPU in its node); never through the fleet,
+    which contains everything and would fold independent incidents (as in grouping)."""
+    if topology is None or "fleet" in (a[0], b[0]):
+        return False
+    return topology.contains(a, b) or topology.contains(b, a)
 
 
 def same_evidence(a: Any, b: Any) -> bool:
@@ -613,6 +626,7 @@ def upsert_incidents(
     installed_gs: pd.DataFrame | None = None,
     now: datetime | None = None,
     actor: str = "detection",
+    topology: Topology | None = None,
 ) -> UpsertResult:
     """Open an alert per new incident (or store it as `expected` when an annotation covers it).
 
@@ -627,7 +641,10 @@ def upsert_incidents(
         alerts = fold(read_events(alerts_dir))
         events = []
         for incident in incidents:
-            match = find_match(alerts.values(), incident)
+            match = find_match(alerts.values(), incident, topology)
+            if match is not None and (match["grain"], match["entity_id"]) != (incident["grain"], incident["entity_id"]):
+                result.unchanged += 1  # the same incident rooted at a nested entity: the alert stands as it is
+                continue
             if match is not None:
                 changes = {
                     name: incident[name]

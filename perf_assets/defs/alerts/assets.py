@@ -59,14 +59,16 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
     found, tree, installed = read_inputs(home)
     now = datetime.now(timezone.utc)
     annotations = load_annotations(home.root)
+    topology = read_topology(lambda sql: published_frame(home, sql))
     result = upsert_incidents(
         home.alerts_dir,
-        build_incidents(found, read_topology(lambda sql: published_frame(home, sql))),
+        build_incidents(found, topology),
         config=config,
         annotations=annotations,
         tree=tree,
         installed_gs=installed,
         now=now,
+        topology=topology,
     )
     late = apply_annotations(home.alerts_dir, annotations, now=now)  # annotations written after the page
     resolved = auto_resolve(home.alerts_dir, tree, config, now=now)
