@@ -48,6 +48,8 @@ REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 
 
 
 def sku_of(name: str) -> str | None:
+    """probes.backends.sku_of, restricted to the parts the device check knows; copied on purpose: this file
+    imports nothing of the repository, so it runs as one copied file on a GPU machine."""
     upper = name.upper()
     if "PCIE" in upper or " NVL" in upper:
         return None
