@@ -446,6 +446,7 @@ class Receiver:
                         "step": step,
                         "signature_ok": hmac.compare_digest(self.headers.get(SIGNATURE_HEADER, ""), expected),
                         "key": json.loads(body)["idempotency_key"],
+                        "body": json.loads(body),
                     }
                 )
                 if step == "hang":
@@ -575,6 +576,48 @@ def test_an_annotation_written_after_the_page_makes_the_alert_expected_and_close
     assert report.closed == [(paged["alert_id"], "file", "expected")]
     with pytest.raises(AlertError, match="it is expected"):
         transition(alerts_dir, paged["alert_id"], "acknowledge", actor="ana", now=NOW)
+
+
+def test_a_withdrawn_annotation_reopens_the_expected_alert_and_pages_it_again_under_new_keys(tmp_path, receiver):
+    server = receiver([])
+    config = hook_config(server.url)
+    alerts_dir = tmp_path / "alerts"
+    annotations_file = tmp_path / "annotations.yaml"
+    beta_window = "  - id: beta-window\n    scope: {cluster: beta}\n    start: 2026-11-09\n    end: 2026-11-09\n"
+    annotations_file.write_text("annotations:\n" + beta_window)
+    result = upsert(alerts_dir, regression(), regression(entity="beta"), annotations=load_annotations(tmp_path))
+    (paged,), (born_expected,) = result.opened, result.expected  # beta is stored expected, never paged
+    deliver(alerts_dir, config, now=NOW)  # alpha is paged
+    annotations_file.write_text(
+        "annotations:\n  - id: fw-window\n    scope: {cluster: alpha}\n    start: 2026-11-09\n    end: 2026-11-09\n"
+        + beta_window
+    )
+    report = deliver(alerts_dir, config, now=NOW, annotations=load_annotations(tmp_path))
+    assert report.expected == [paged["alert_id"]] and report.reopened == []
+
+    # The firmware window was a mistake and is deleted; beta's window is narrowed to other days.
+    annotations_file.write_text(
+        "annotations:\n  - id: beta-window\n    scope: {cluster: beta}\n    start: 2026-10-01\n    end: 2026-10-02\n"
+    )
+    assert deliver(alerts_dir, config, now=NOW, annotations=None).reopened == []  # unreadable file: nothing moves
+    report = deliver(alerts_dir, config, now=NOW, annotations=load_annotations(tmp_path))
+    again = deliver(alerts_dir, config, now=NOW, annotations=load_annotations(tmp_path))
+
+    assert sorted(report.reopened) == sorted([paged["alert_id"], born_expected["alert_id"]])
+    assert again.reopened == [] and again.delivered == []  # idempotent
+    stored = {a["alert_id"]: a for a in read_alerts(alerts_dir)}
+    assert {alert["status"] for alert in stored.values()} == {"notified"}
+    assert stored[paged["alert_id"]]["generation"] == 1
+    assert stored[paged["alert_id"]]["withdrawn_annotation"]["id"] == "fw-window"
+    notices = [(r["body"]["entity_id"], r["body"]["notice"]) for r in server.accepted()]
+    assert notices == [("alpha", "opening"), ("alpha", "expected"), ("alpha", "reopened"), ("beta", "opening")]
+    keys = [r["key"] for r in server.accepted()]
+    assert len(set(keys)) == len(keys)  # a receiver deduplicating on keys shows every one
+
+    transition(alerts_dir, paged["alert_id"], "resolve", actor="ana", now=NOW)
+    closed = deliver(alerts_dir, config, now=NOW)
+    assert closed.closed == [(paged["alert_id"], "hook", "resolved")]  # the new generation's close is owed again
+    assert len({r["key"] for r in server.accepted()}) == 5
 
 
 def test_a_crash_between_send_and_record_resends_with_the_same_key(tmp_path, receiver):

@@ -11,6 +11,11 @@ Closing notices: when an alert that reached a sink is resolved (by hand or autom
 expected (an annotation added later), that sink is sent one closing notice (`notice: "resolved"` or
 `"expected"`, its own idempotency key), recorded and retried the same way. Only sinks that got the
 opening notice get the closing one; nothing is sent while the alert is silenced.
+
+Reopened alerts: an expected alert whose annotation is withdrawn (deleted or narrowed in
+annotations.yaml) is open again in a new generation (`generation` 1, 2, ...): each routed sink gets a
+new page — `notice: "reopened"` where it had the earlier page, else `"opening"` — and every key of a
+later generation differs from the earlier ones, so a receiver deduplicating on keys still shows it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from perf_assets.lib.alerts import (
     fold,
     is_silenced,
     read_events,
+    reopen_unannotated,
     utcnow,
 )
 
@@ -53,18 +59,25 @@ class SinkUnavailable(RuntimeError):
 CLOSING_NOTICES = ("resolved", "expected")  # the alert statuses that close a page
 
 
-def idempotency_key(alert_id: str, sink: str, notice: str = "opening") -> str:
+OPENING_NOTICES = ("opening", "reopened")  # the notices that page (recorded under `deliveries`)
+
+
+def idempotency_key(alert_id: str, sink: str, notice: str = "opening", generation: int = 0) -> str:
     seed = f"perfwh|{alert_id}|{sink}" if notice == "opening" else f"perfwh|{alert_id}|{sink}|{notice}"
+    if generation:  # a reopened alert: new keys for its new page and its new close
+        seed += f"|g{generation}"
     return hashlib.sha256(seed.encode()).hexdigest()[:24]
 
 
 def payload(alert: dict, sink: str, notice: str = "opening") -> dict:
     """What every sink receives: the alert without its history and delivery records, plus the key.
 
-    `notice` says what the message is: "opening" (the page), "resolved" or "expected" (its close).
+    `notice` says what the message is: "opening" (the page), "reopened" (a page again after its
+    annotation was withdrawn), "resolved" or "expected" (its close).
     """
     body = {k: v for k, v in alert.items() if k not in ("history", "deliveries", "closing_deliveries")}
-    return body | {"idempotency_key": idempotency_key(alert["alert_id"], sink, notice), "sink": sink, "notice": notice}
+    key = idempotency_key(alert["alert_id"], sink, notice, alert.get("generation", 0))
+    return body | {"idempotency_key": key, "sink": sink, "notice": notice}
 
 
 def closing_sinks(alert: dict) -> list[str]:
@@ -178,13 +191,17 @@ def send_slack(spec: dict, body: dict) -> SendOutcome:
         from dagster_slack import SlackResource
     except ImportError:
         raise SinkUnavailable("dagster-slack is not installed (pip install dagster-slack==0.29.27)") from None
-    prefix = {"resolved": "RESOLVED ", "expected": "EXPECTED "}.get(body.get("notice", "opening"), "")
+    prefix = {"resolved": "RESOLVED ", "expected": "EXPECTED ", "reopened": "REOPENED "}.get(
+        body.get("notice", "opening"), ""
+    )
     text = (
         f"{prefix}[{body.get('severity', '?')}] {body['summary']} "
         f"(alert {body['alert_id']}, key {body['idempotency_key']})"
     )
     if body.get("notice") == "expected" and body.get("expected_by"):
         text += f"; covered by annotation {body['expected_by'].get('id')}: {body['expected_by'].get('note', '')}"
+    if body.get("notice") == "reopened" and body.get("withdrawn_annotation"):
+        text += f"; annotation {body['withdrawn_annotation'].get('id')} no longer covers it"
     try:
         SlackResource(token=token).get_client().chat_postMessage(channel=spec["channel"], text=text)
     except Exception as error:  # slack_sdk raises SlackApiError and network errors
@@ -228,6 +245,7 @@ class DeliveryReport:
     notified: list[str] = field(default_factory=list)
     closed: list[tuple[str, str, str]] = field(default_factory=list)  # (alert_id, sink, notice)
     expected: list[str] = field(default_factory=list)  # alerts an annotation turned expected in this pass
+    reopened: list[str] = field(default_factory=list)  # expected alerts whose annotation was withdrawn
     pending: int = 0
     silenced: int = 0
 
@@ -236,6 +254,7 @@ class DeliveryReport:
             f"delivered {len(self.delivered)}, failed {len(self.failed)}, notified {len(self.notified)} alert(s), "
             f"{len(self.closed)} closing notice(s); "
             + (f"{len(self.expected)} turned expected by annotations; " if self.expected else "")
+            + (f"{len(self.reopened)} reopened (annotation withdrawn); " if self.reopened else "")
             + f"{self.pending} pending, {self.silenced} silenced"
             + (f"; skipped: {'; '.join(self.skipped)}" if self.skipped else "")
         )
@@ -262,7 +281,9 @@ def deliver(
     """Send every pending alert to each sink of its route not yet delivered; record each outcome.
 
     `annotations` (annotations.yaml, as loaded) are applied first, so an alert covered by an
-    annotation written since detection ran is not paged (and one already paged is closed).
+    annotation written since detection ran is not paged (and one already paged is closed), and an
+    expected alert whose annotation was withdrawn is reopened and paged again. None (the default, or
+    annotations.yaml could not be read) leaves every alert's status as it is.
 
     One pass at a time (alerts/.delivery.lock; a pass that cannot take it within `lock_timeout_s`
     does nothing). A sink that fails in this pass is not tried again for the other alerts of the
@@ -277,7 +298,9 @@ def deliver(
         report.skipped.append("another delivery pass holds alerts/.delivery.lock")
         return report
     try:
-        report.expected = [a["alert_id"] for a in apply_annotations(alerts_dir, annotations or [], now=now)]
+        if annotations is not None:
+            report.reopened = [a["alert_id"] for a in reopen_unannotated(alerts_dir, annotations, now=now)]
+            report.expected = [a["alert_id"] for a in apply_annotations(alerts_dir, annotations, now=now)]
         _deliver_pass(alerts_dir, config, report, now or utcnow(), actor, sleep, record, budget_s)
     finally:
         pass_lock.release()
@@ -325,6 +348,18 @@ def _send_notice(alerts_dir, config, report, alert, sink, notice, actor, sleep, 
     return outcome.ok
 
 
+def _paged_before(alert: dict, sink: str) -> bool:
+    """Whether this sink had a page of an earlier generation of the alert (so this one is a reopening)."""
+    if not alert.get("generation"):
+        return False
+    return any(
+        entry.get("event") == "delivered"
+        and entry.get("sink") == sink
+        and entry.get("notice", "opening") in OPENING_NOTICES
+        for entry in alert["history"]
+    )
+
+
 def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_s) -> None:
     started = time.monotonic()
     down: set[str] = set()
@@ -346,7 +381,8 @@ def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_
             if deferred(sink):
                 outstanding.append(sink)  # retried on the next tick
                 continue
-            sent = _send_notice(alerts_dir, config, report, alert, sink, "opening", actor, sleep, record)
+            notice = "reopened" if _paged_before(alert, sink) else "opening"
+            sent = _send_notice(alerts_dir, config, report, alert, sink, notice, actor, sleep, record)
             if sent:
                 report.delivered.append((alert_id, sink))
                 reached += 1

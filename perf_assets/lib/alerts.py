@@ -481,6 +481,14 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
             alert["status"] = "expected"
             alert["expected_by"] = event["annotation"]
             alert["expected_at"] = event["at"]
+        elif kind == "reopened":  # the annotation that made it expected was withdrawn or narrowed
+            alert["status"] = "open"
+            alert["generation"] = alert.get("generation", 0) + 1
+            alert["withdrawn_annotation"] = alert.get("expected_by")
+            alert["expected_by"] = None
+            alert["reopened_at"] = event["at"]
+            alert["deliveries"] = {}  # a new page to every routed sink, under new idempotency keys
+            alert["closing_deliveries"] = {}  # (the earlier records stay in the history)
         elif kind in ("notified", "acknowledged", "resolved"):
             alert["status"] = kind
             alert[f"{kind}_at"] = event["at"]
@@ -496,8 +504,9 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
 
 
 def _fold_delivery(alert: dict, event: dict) -> None:
-    """Delivery records per sink: `deliveries` for the opening notice, `closing_deliveries` for the closing one."""
-    records = alert["deliveries"] if event.get("notice", "opening") == "opening" else alert["closing_deliveries"]
+    """Delivery records per sink: `deliveries` for the page (opening or reopened), `closing_deliveries` for the close."""
+    paging = event.get("notice", "opening") in ("opening", "reopened")
+    records = alert["deliveries"] if paging else alert["closing_deliveries"]
     delivery = records.setdefault(event["sink"], {"attempts": 0})
     if event["event"] == "delivery_started":
         delivery.update(status="sending", idempotency_key=event["idempotency_key"])
@@ -706,6 +715,33 @@ def apply_annotations(
                 continue
             event = _event("expected", alert["alert_id"], now, actor, annotation=_annotation_fields(annotation))
             events.append(event)
+            changed.append(alert["alert_id"])
+        append_events(alerts_dir, events)
+        alerts = fold(read_events(alerts_dir))
+    return [alerts[alert_id] for alert_id in changed]
+
+
+def reopen_unannotated(
+    alerts_dir: Path, annotations: list[dict], *, now: datetime | None = None, actor: str = "annotations"
+) -> list[dict]:
+    """Reopen every `expected` alert that no annotation covers any more: its annotation was deleted or narrowed.
+
+    `annotations` must be the annotations as successfully loaded (an empty list: annotations.yaml is
+    gone or empty, so nothing is expected any more); a caller that could not read the file passes
+    nothing here. A reopened alert is `open` again, in a new generation: every sink of its route gets
+    a new page under a new idempotency key (notice `reopened` where that sink had the earlier page),
+    and a later close gets its closing notice again. Alerts resolved meanwhile stay resolved.
+    """
+    now = now or utcnow()
+    changed = []
+    with _lock(alerts_dir):
+        alerts = fold(read_events(alerts_dir))
+        events = []
+        for alert in alerts.values():
+            if alert["status"] != "expected" or matching_annotation(alert, annotations) is not None:
+                continue
+            withdrawn = (alert.get("expected_by") or {}).get("id")
+            events.append(_event("reopened", alert["alert_id"], now, actor, withdrawn_annotation=withdrawn))
             changed.append(alert["alert_id"])
         append_events(alerts_dir, events)
         alerts = fold(read_events(alerts_dir))

@@ -13,6 +13,7 @@ from perf_assets.lib.alerts import (
     load_annotations,
     load_config,
     read_alerts,
+    reopen_unannotated,
     upsert_incidents,
 )
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE
@@ -70,12 +71,16 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
         now=now,
         topology=topology,
     )
+    reopened = reopen_unannotated(home.alerts_dir, annotations, now=now)  # annotations withdrawn since
     late = apply_annotations(home.alerts_dir, annotations, now=now)  # annotations written after the page
     resolved = auto_resolve(home.alerts_dir, tree, config, now=now)
     for alert in result.opened:
         context.log.warning(f"ALERT {alert['alert_id']} [{alert['severity']}] {alert['summary']}")
     for alert in result.expected:
         context.log.info(f"expected (annotation {alert['expected_by']['id']}): {alert['summary']}")
+    for alert in reopened:
+        annotation = (alert.get("withdrawn_annotation") or {}).get("id")
+        context.log.warning(f"REOPENED (annotation {annotation} withdrawn) {alert['alert_id']}: {alert['summary']}")
     for alert in late:
         context.log.info(f"now expected (annotation {alert['expected_by']['id']}): {alert['summary']}")
     for alert in resolved:
@@ -87,6 +92,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
         metadata={
             "alerts_opened": dg.MetadataValue.int(len(result.opened)),
             "alerts_expected": dg.MetadataValue.int(len(result.expected) + len(late)),
+            "alerts_reopened": dg.MetadataValue.int(len(reopened)),
             "alerts_updated": dg.MetadataValue.int(len(result.updated)),
             "alerts_unchanged": dg.MetadataValue.int(result.unchanged),
             "alerts_auto_resolved": dg.MetadataValue.int(len(resolved)),

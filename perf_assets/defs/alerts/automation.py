@@ -38,7 +38,7 @@ daily_detection_schedule = dg.ScheduleDefinition(
     minimum_interval_seconds=int(os.environ.get(DELIVERY_INTERVAL_ENV) or 60),
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Applies annotations.yaml, sends every pending alert to the sinks of its route (alerts.yaml) and a "
+        "Applies annotations.yaml (an expected alert whose annotation was withdrawn is reopened), sends every pending alert to the sinks of its route (alerts.yaml) and a "
         "closing notice for each paged alert since resolved or expected; records each delivery; what failed "
         "stays pending and is retried on the next tick."
     ),
@@ -47,9 +47,9 @@ def alert_delivery(context: dg.SensorEvaluationContext):
     home = data_home()
     try:
         annotations = load_annotations(home.root)
-    except AlertError as why:  # a typo in annotations.yaml must not stop delivery
+    except AlertError as why:  # a typo in annotations.yaml must not stop delivery, nor reopen what it covers
         context.log.warning(f"annotations not applied: {why}")
-        annotations = []
+        annotations = None
     report = deliver(
         home.alerts_dir,
         load_config(home.root),
