@@ -294,7 +294,7 @@ def test_schedules_and_sensors_are_listed_with_their_state(page, ui_server, scre
     repository = ui_server.graphql(INSTIGATORS)["repositoryOrError"]
     states = {s["name"]: s["scheduleState"]["status"] for s in repository["schedules"]}
     states |= {s["name"]: s["sensorState"]["status"] for s in repository["sensors"]}
-    # the code's defaults: the daily build, detection, landing and alert sensors on; probes off (no GPU assumed)
+    # the code's defaults: the daily build, detection, landing, alert and watchdog sensors on; probes off (no GPU assumed)
     assert states == {
         "daily_build": "RUNNING",
         "daily_detection": "RUNNING",
@@ -302,6 +302,7 @@ def test_schedules_and_sensors_are_listed_with_their_state(page, ui_server, scre
         "landing_sensor": "RUNNING",
         "alert_delivery": "RUNNING",
         "probe_confirmation_sensor": "STOPPED",
+        "dead_run_watchdog": "RUNNING",
     }, states
     _open(page, ui_server, "/automation")
     # the on/off toggles render once the states have loaded: "select all", then two boxes per row
