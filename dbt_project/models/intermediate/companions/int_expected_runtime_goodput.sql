@@ -181,7 +181,8 @@ cluster_expected as (
         metric_date,
         sum(allocated_pfs * expected_runtime_goodput) as expected_productive_pfs,
         sum(productive_pfs - allocated_pfs * expected_runtime_goodput) as productive_vs_expected_pfs,
-        sum(allocated_pfs) as expected_allocated_pfs
+        sum(allocated_pfs) as expected_allocated_pfs,
+        sum(productive_pfs) as productive_pfs
     from job_day_expected
     group by all
 ),
@@ -194,11 +195,11 @@ allocated as (
 
 entity_expected as (
     select 'cluster' as grain, cluster as entity_id, metric_date,
-        expected_productive_pfs, productive_vs_expected_pfs, expected_allocated_pfs
+        expected_productive_pfs, productive_vs_expected_pfs, expected_allocated_pfs, productive_pfs
     from cluster_expected
     union all
     select 'fleet', 'fleet', metric_date,
-        sum(expected_productive_pfs), sum(productive_vs_expected_pfs), sum(expected_allocated_pfs)
+        sum(expected_productive_pfs), sum(productive_vs_expected_pfs), sum(expected_allocated_pfs), sum(productive_pfs)
     from cluster_expected
     group by metric_date
 ),
@@ -212,6 +213,11 @@ final as (
         cast(entity_expected.expected_productive_pfs as double) as expected_productive_pfs,
         cast(entity_expected.productive_vs_expected_pfs as double) as productive_vs_expected_pfs,
         cast(entity_expected.expected_allocated_pfs as double) as expected_allocated_pfs,
+        cast(entity_expected.productive_pfs as double) as productive_pfs,
+        cast({{ safe_divide('entity_expected.expected_productive_pfs', 'entity_expected.expected_allocated_pfs') }} as double)
+            as expected_runtime_goodput,
+        cast({{ safe_divide('entity_expected.productive_pfs', 'entity_expected.expected_allocated_pfs') }} as double)
+            as runtime_goodput,
         cast(
             least({{ safe_divide('entity_expected.expected_allocated_pfs', 'allocated.allocated_pfs') }}, 1.0) as double
         ) as coverage_expected_runtime_goodput,
