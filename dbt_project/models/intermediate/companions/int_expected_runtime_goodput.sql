@@ -12,7 +12,9 @@
 --            seconds per interruption over the whole window (the fleet's where the cluster has none)
 --   loss     C/τ + (τ/2 + T_restart) × nodes × r_f / 86400 + the job-day's scheduled badput share
 --            (custom_blocking, badput_other and the first attempt's start-up leaves: not failure-driven)
---   expected_R_j = max(0, 1 − loss)
+--   expected_R_j = max(0, 1 − loss); the residual per job-day is computed as expected checkpoint and failure
+--            loss − the job-day's actual one (ckpt_save, wasted_progress, fault_detection, ckpt_restore and the
+--            start-up of later attempts), which by the ledger equals productive − expected productive
 -- Summed per cluster-day and fleet-day as expected_productive_pfs = Σ allocated_pfs × expected_R_j over
 -- the job-days with an expected R (expected_allocated_pfs), and productive_vs_expected_pfs =
 -- Σ (productive_pfs − expected productive) over the same job-days: runtime_goodput_vs_expected is then
@@ -135,7 +137,13 @@ job_days as (
                 + (attempt_days.allocated_s - attempt_days.productive_s - {{ leaves | join(' - ') }})
                 + case when attempt_days.attempt = 1 then {{ startup | join(' + ') }} else 0 end)
             * attempt_days.gpus * attempt_days.peak_flops_dense
-        ) as scheduled_pfs
+        ) as scheduled_pfs,
+        sum(
+            (attempt_days.ckpt_save_s + attempt_days.wasted_progress_s + attempt_days.fault_detection_s
+                + attempt_days.ckpt_restore_s
+                + case when attempt_days.attempt > 1 then {{ startup | join(' + ') }} else 0 end)
+            * attempt_days.gpus * attempt_days.peak_flops_dense
+        ) as failure_loss_pfs
     from attempt_days
     inner join attempts on attempt_days.job_id = attempts.job_id and attempt_days.attempt = attempts.attempt
     where attempt_days.has_step_events and attempt_days.allocated_s > 0
@@ -161,26 +169,36 @@ job_day_expectations as (
         on job_days.cluster = failure_history.cluster and job_days.metric_date = failure_history.metric_date
 ),
 
-job_day_expected as (
+job_day_loss as (
+    -- the expected checkpoint and failure loss as a share of allocated time, at most what scheduled badput leaves
     select
         *,
-        greatest(
-            0,
-            1
-            - coalesce(ckpt_cost_s / nullif(ckpt_interval_s, 0), 0)
-            - (coalesce(ckpt_interval_s, mean_attempt_s) / 2 + restart_s) * nodes * failures_per_node_day / 86400.0
-            - scheduled_pfs / allocated_pfs
-        ) as expected_runtime_goodput
+        least(
+            coalesce(ckpt_cost_s / nullif(ckpt_interval_s, 0), 0)
+            + (coalesce(ckpt_interval_s, mean_attempt_s) / 2 + restart_s) * nodes * failures_per_node_day / 86400.0,
+            greatest(1 - scheduled_pfs / allocated_pfs, 0)
+        ) as expected_loss_share
     from job_day_expectations
     where failures_per_node_day is not null
+),
+
+job_day_expected as (
+    -- productive - expected productive = expected loss - actual checkpoint and failure loss (the ledger's
+    -- allocated = productive + scheduled + failure loss): computed so, a day with neither is exactly 0
+    select
+        *,
+        1 - scheduled_pfs / allocated_pfs - expected_loss_share as expected_runtime_goodput,
+        allocated_pfs - scheduled_pfs - allocated_pfs * expected_loss_share as expected_productive_pfs,
+        allocated_pfs * expected_loss_share - failure_loss_pfs as productive_vs_expected_pfs
+    from job_day_loss
 ),
 
 cluster_expected as (
     select
         cluster,
         metric_date,
-        sum(allocated_pfs * expected_runtime_goodput) as expected_productive_pfs,
-        sum(productive_pfs - allocated_pfs * expected_runtime_goodput) as productive_vs_expected_pfs,
+        sum(expected_productive_pfs) as expected_productive_pfs,
+        sum(productive_vs_expected_pfs) as productive_vs_expected_pfs,
         sum(allocated_pfs) as expected_allocated_pfs,
         sum(productive_pfs) as productive_pfs
     from job_day_expected
