@@ -5,6 +5,9 @@
 -- Capacity-lens nodes also at the 'node' grain (entity_id = node, from fct_node_day). Companion
 -- nodes (kind 'companion', outside the identity) at every capacity grain and at the 'gpu' grain
 -- (entity_id = gpu_uuid, companions only), rolled up Σ/Σ from int_companion_gpu_days.
+-- Companions that need the facts or the job history (goodput_ref, energy, XID node faults, interruptions,
+-- MTTI, expected runtime goodput) at the node, cluster and fleet grains from int_companion_entity_days
+-- (docs/companions.md; the expected-R pair at the cluster and fleet grains only).
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
 with
 
