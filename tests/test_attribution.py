@@ -66,7 +66,7 @@ def test_lmdi_closes(demo_snapshot, grain, entity_id):
 def test_mix_and_rate_close_and_match_the_lmdi_root(demo_snapshot):
     frame = demo_snapshot("select * from fct_attribution_mix_rate")
     fleet = _lmdi(demo_snapshot, "fleet", "fleet")["goodput"]
-    assert set(frame["segment_type"]) == {"cluster", "sku"}
+    assert set(frame["segment_type"]) == {"cluster", "sku", "job_size_class", "workload"}
     for (segment_type, metric), group in frame.groupby(["segment_type", "metric"]):
         dg = group["fleet_dg"].iloc[0]
         assert group["mix_contribution"].sum() + group["rate_contribution"].sum() == pytest.approx(
@@ -80,5 +80,7 @@ def test_mix_and_rate_close_and_match_the_lmdi_root(demo_snapshot):
             assert set(group["mix_basis"]) == {"installed"}
             assert group["fleet_g0"].iloc[0] == pytest.approx(fleet["f0"], rel=1e-9)
             assert dg == pytest.approx(fleet["f1"] - fleet["f0"], rel=1e-9)
+        elif metric == "running_goodput_ref":  # H100-equivalent: weights are shares of allocated GPU-seconds
+            assert set(group["mix_basis"]) == {"allocated_gs"} and segment_type in ("cluster", "sku")
         else:
             assert set(group["mix_basis"]) == {"allocated"}

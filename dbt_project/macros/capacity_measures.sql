@@ -64,6 +64,10 @@
         'thermal_ok': ('thermal_ok_s', 'thermal_elapsed_s'),
         'probe_gemm_ratio': ('probe_gemm_value', 'probe_gemm_peak'),
         'probe_hbm_bw_ratio': ('probe_hbm_value', 'probe_hbm_peak'),
+        'dcgm_sm_active': ('dcgm_sm_active_sum', 'dcgm_sm_active_samples'),
+        'dcgm_dram_active': ('dcgm_dram_active_sum', 'dcgm_dram_active_samples'),
+        'throttle_share': ('throttle_s', 'throttle_elapsed_s'),
+        'xid_count': ('xid_events', 'xid_gpu_days'),
     }) }}
 {%- endmacro %}
 

@@ -57,7 +57,8 @@ compared as (
         and parents.metric_date = children.metric_date
         and parents.node_id = children.node_id
     -- useful_flop is extrapolated per node: comparable only with every node's FLOPs known
-    where children.fully_covered or parents.node_id not in ('goodput', 'program_goodput')
+    where children.fully_covered
+        or parents.node_id not in ('goodput', 'program_goodput', 'goodput_ref', 'energy_per_useful_pflop')
 )
 
 select *

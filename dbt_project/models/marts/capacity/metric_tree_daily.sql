@@ -5,6 +5,9 @@
 -- Capacity-lens nodes also at the 'node' grain (entity_id = node, from fct_node_day). Companion
 -- nodes (kind 'companion', outside the identity) at every capacity grain and at the 'gpu' grain
 -- (entity_id = gpu_uuid, companions only), rolled up Σ/Σ from int_companion_gpu_days.
+-- Companions that need the facts or the job history (goodput_ref, energy, XID node faults, interruptions,
+-- MTTI, expected runtime goodput) at the node, cluster and fleet grains from int_companion_entity_days
+-- (docs/companions.md; the expected-R pair at the cluster and fleet grains only).
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
 with
 
@@ -50,6 +53,11 @@ nodes as (
     select * from {{ ref('metric_tree_nodes') }}
 ),
 
+entity_companions as (
+    -- companions that need the facts or the job history, at the node, cluster and fleet grains (docs/companions.md)
+    select * from {{ ref('int_companion_entity_days') }}
+),
+
 job_lens_clusters as (
     select * from {{ ref('fct_job_lens_cluster_day') }}
 ),
@@ -69,7 +77,7 @@ job_lens_fleet as (
 ),
 
 -- The grains' measures side by side: each grain carries some of them (the rest NULL).
-{%- set capacity_columns = capacity_measures() + companion_measures() %}
+{%- set capacity_columns = capacity_measures() + companion_measures() + entity_companion_measures() %}
 {%- set wide_columns = capacity_columns + job_lens_tree_measures() %}
 
 cluster_rows as (
@@ -82,6 +90,9 @@ cluster_rows as (
         {%- for measure in companion_measures() %}
         companions.{{ measure }},
         {%- endfor %}
+        {%- for measure in entity_companion_measures() %}
+        entity_companions.{{ measure }},
+        {%- endfor %}
         {{ job_lens_tree_columns('job_lens_clusters') }}
     from {{ ref('fct_cluster_day') }} as facts
     left join job_lens_clusters
@@ -90,6 +101,10 @@ cluster_rows as (
         on companions.grain = 'cluster'
         and companions.entity_id = facts.cluster
         and companions.metric_date = facts.metric_date
+    left join entity_companions
+        on entity_companions.grain = 'cluster'
+        and entity_companions.entity_id = facts.cluster
+        and entity_companions.metric_date = facts.metric_date
 ),
 
 fleet_rows as (
@@ -102,6 +117,9 @@ fleet_rows as (
         {%- for measure in companion_measures() %}
         companions.{{ measure }},
         {%- endfor %}
+        {%- for measure in entity_companion_measures() %}
+        entity_companions.{{ measure }},
+        {%- endfor %}
         {{ job_lens_tree_columns('job_lens_fleet') }}
     from {{ ref('fct_fleet_day') }} as facts
     left join job_lens_fleet on facts.metric_date = job_lens_fleet.metric_date
@@ -109,6 +127,10 @@ fleet_rows as (
         on companions.grain = 'fleet'
         and companions.entity_id = facts.fleet
         and companions.metric_date = facts.metric_date
+    left join entity_companions
+        on entity_companions.grain = 'fleet'
+        and entity_companions.entity_id = facts.fleet
+        and entity_companions.metric_date = facts.metric_date
 ),
 
 node_rows as (
@@ -120,13 +142,20 @@ node_rows as (
         {% for measure in capacity_measures() %}cast(facts.{{ measure }} as double) as {{ measure }},
         {% endfor %}
         {%- for measure in companion_measures() %}
-        companions.{{ measure }}{{ ',' if not loop.last }}
+        companions.{{ measure }},
+        {%- endfor %}
+        {%- for measure in entity_companion_measures() %}
+        entity_companions.{{ measure }}{{ ',' if not loop.last }}
         {%- endfor %}
     from {{ ref('fct_node_day') }} as facts
     left join companions
         on companions.grain = 'node'
         and companions.entity_id = facts.node
         and companions.metric_date = facts.metric_date
+    left join entity_companions
+        on entity_companions.grain = 'node'
+        and entity_companions.entity_id = facts.node
+        and entity_companions.metric_date = facts.metric_date
 ),
 
 gpu_rows as (
@@ -173,7 +202,7 @@ measures as (
     select grain, entity_id, metric_date, measure, amount
     from wide
     unpivot include nulls (
-        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures() + companion_measures()) | join(', ') }})
+        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures() + companion_measures() + entity_companion_measures()) | join(', ') }})
     )
 ),
 
@@ -210,6 +239,8 @@ final as (
     where (numerators.grain <> 'job' or nodes.lens = 'job')
         and (numerators.grain <> 'node' or nodes.lens = 'capacity')
         and (numerators.grain <> 'gpu' or nodes.kind = 'companion')
+        and (numerators.grain <> 'gpu' or nodes.node_id not in ('{{ entity_companion_nodes() | join("', '") }}'))
+        and (numerators.grain <> 'node' or nodes.node_id not in ('{{ cluster_companion_nodes() | join("', '") }}'))
 )
 
 select * from final
