@@ -177,3 +177,22 @@ def test_h100_equivalent_running_goodput_turns_the_shift_to_a100_into_mix(demo_s
     assert ref.loc["A100-SXM4-80GB", "w1"] > ref.loc["A100-SXM4-80GB", "w0"]
     assert own["fleet_mix"].iloc[0] > 0 > ref["fleet_mix"].iloc[0]
     assert ref["fleet_mix"].iloc[0] + ref["fleet_rate"].iloc[0] == pytest.approx(ref["fleet_dg"].iloc[0], rel=1e-9)
+
+
+def test_nccl_busbw_ratio_is_the_run_busbw_over_the_link_limit_on_the_nodes_it_covered(demo_snapshot):
+    runs = demo_snapshot(
+        "select hosts, cast(run_date as varchar) as day, busbw_gbps, limit_busbw_gbps, busbw_ratio "
+        "from fct_nccl_test_runs where status = 'ok'"
+    )
+    (run,) = runs.itertuples()  # the demo's one run: beta-n03 after its maintenance, all_reduce on 8 GPUs
+    assert list(run.hosts) == ["beta-n03"] and run.limit_busbw_gbps == 300  # NVLink 3 per direction
+    tree = _tree(demo_snapshot, ("probe_nccl_busbw_ratio",))
+    assert set(tree["grain"]) == {"node", "cluster", "fleet"}  # no gpu grain: a run is per host
+    for grain, entity in (("node", "beta-n03"), ("cluster", "beta"), ("fleet", "fleet")):
+        row = _one(tree, grain=grain, entity_id=entity, day=run.day)
+        assert row["numerator"] == pytest.approx(run.busbw_gbps)
+        assert row["value"] == pytest.approx(run.busbw_ratio) and 0.5 < row["value"] < 1.0
+    assert _one(tree, grain="node", entity_id="beta-n03", day=run.day)["coverage"] == pytest.approx(1.0)
+    assert _one(tree, grain="cluster", entity_id="beta", day=run.day)["coverage"] == pytest.approx(0.25)  # 1 of 4
+    others = tree[(tree["day"] != run.day) | (tree["entity_id"].isin(["alpha", "alpha-n01", "beta-n01"]))]
+    assert others["numerator"].isna().all() and (others["coverage"] == 0).all()  # unknown, never 0

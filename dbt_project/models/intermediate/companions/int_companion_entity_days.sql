@@ -11,6 +11,11 @@
 --                          per installed node-day
 --   interruptions          int_job_interruptions' shares per allocated node-day
 --   mtti_h                 allocated node-hours / interruptions (NULL when none)
+--   probe_nccl_busbw_ratio Σ busbw at the largest size / Σ the bounding link's limit (fct_nccl_test_runs,
+--                          runs with status ok and a known limit) over the runs each node took part in,
+--                          by run day; a multi-host run counts once on each of its nodes, so a cluster's
+--                          ratio weighs runs by the nodes they cover; coverage = node-days with a run /
+--                          installed node-days
 --   expected_runtime_goodput, runtime_goodput_vs_expected: int_expected_runtime_goodput (cluster,
 --                          fleet; NULL at the node grain)
 with
@@ -46,6 +51,26 @@ expected as (
     select * from {{ ref('int_expected_runtime_goodput') }}
 ),
 
+nccl_run_nodes as (
+    select
+        {{ unnest_list('hosts') }} as node,
+        run_date as metric_date,
+        busbw_gbps,
+        limit_busbw_gbps
+    from {{ ref('fct_nccl_test_runs') }}
+    where status = 'ok' and busbw_gbps is not null and limit_busbw_gbps is not null
+),
+
+nccl_runs as (
+    select
+        node,
+        metric_date,
+        sum(busbw_gbps) as probe_nccl_busbw_gbps,
+        sum(limit_busbw_gbps) as probe_nccl_limit_gbps
+    from nccl_run_nodes
+    group by all
+),
+
 node_measures as (
     select
         node_days.cluster,
@@ -58,16 +83,22 @@ node_measures as (
         cast(coalesce(xid_faults.xid_node_faults, 0) as double) as xid_node_faults,
         cast(coalesce(interruptions.interruptions, 0) as double) as interruptions,
         node_days.allocated_gs / (node_days.gpu_count * 86400.0) as allocated_node_days,
-        node_days.allocated_gs / (node_days.gpu_count * 3600.0) as allocated_node_h
+        node_days.allocated_gs / (node_days.gpu_count * 3600.0) as allocated_node_h,
+        nccl_runs.probe_nccl_busbw_gbps,
+        nccl_runs.probe_nccl_limit_gbps,
+        case when nccl_runs.node is not null then node_days.installed_gs / (node_days.gpu_count * 86400.0) else 0 end
+            as nccl_probed_node_days
     from node_days
     left join gpu_days on node_days.node = gpu_days.node and node_days.metric_date = gpu_days.metric_date
     left join interruptions
         on node_days.node = interruptions.node and node_days.metric_date = interruptions.metric_date
     left join xid_faults on node_days.node = xid_faults.node and node_days.metric_date = xid_faults.metric_date
+    left join nccl_runs on node_days.node = nccl_runs.node and node_days.metric_date = nccl_runs.metric_date
 ),
 
 {%- set summed = ['energy_j', 'energy_known_gs', 'installed_gs', 'installed_node_days', 'xid_node_faults',
-                  'interruptions', 'allocated_node_days', 'allocated_node_h'] %}
+                  'interruptions', 'allocated_node_days', 'allocated_node_h', 'probe_nccl_busbw_gbps',
+                  'probe_nccl_limit_gbps', 'nccl_probed_node_days'] %}
 
 entity_measures as (
     select 'node' as grain, node as entity_id, metric_date,
@@ -113,6 +144,10 @@ final as (
         entity_measures.interruptions,
         cast(entity_measures.allocated_node_days as double) as allocated_node_days,
         cast(entity_measures.allocated_node_h as double) as allocated_node_h,
+        cast(entity_measures.probe_nccl_busbw_gbps as double) as probe_nccl_busbw_gbps,
+        cast(entity_measures.probe_nccl_limit_gbps as double) as probe_nccl_limit_gbps,
+        cast({{ safe_divide('entity_measures.nccl_probed_node_days', 'entity_measures.installed_node_days') }} as double)
+            as coverage_probe_nccl_busbw_ratio,
         expected.expected_productive_pfs,
         expected.productive_vs_expected_pfs,
         expected.expected_allocated_pfs,
