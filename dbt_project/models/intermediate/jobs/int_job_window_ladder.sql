@@ -131,7 +131,13 @@ placed as (
         windows.job_id,
         windows.attempt,
         windows.window_start_at,
-        traced_steps.*
+        traced_steps.step,
+        traced_steps.rank_count,
+        traced_steps.span_ns,
+        traced_steps.wait_ns,
+        traced_steps.mean_compute_ns,
+        traced_steps.critical_busy_ns,
+        traced_steps.critical_rank
     from traced_steps
     inner join steps on traced_steps.job_id = steps.job_id and traced_steps.step = steps.step
     inner join attempts
