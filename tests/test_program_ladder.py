@@ -25,6 +25,8 @@ LEAVES = [
 ]
 MAD_K = 3  # var ladder_mad_k's default
 
+pytestmark = pytest.mark.slow  # the incidents_home session build
+
 
 @pytest.fixture(scope="module")
 def throttle(incidents_home):
