@@ -167,7 +167,9 @@ final as (
         windows.mad_step_s,
         windows.typical_max_s,
         {{ safe_divide('windows.productive_s', 'windows.n_steps') }} as t_mean_s,
-        {{ safe_divide('windows.typical_productive_s', 'windows.n_steps_typical') }} as t_typical_s,
+        -- nothing filtered: t_typical is t_mean itself (not a second sum that may differ in the last bit)
+        case when windows.typical_step_count = windows.step_count then {{ safe_divide('windows.productive_s', 'windows.n_steps') }}
+            else {{ safe_divide('windows.typical_productive_s', 'windows.n_steps_typical') }} end as t_typical_s,
         job_meta.model_flops_per_step / (windows.gpus * windows.peak_flops_dense) as t_sol_s,
         job_meta.model_flops_per_step * windows.n_steps as useful_flop,
         windows.productive_s * windows.gpus as productive_gs,

@@ -8,10 +8,11 @@
 --   t_compute   = t_busy x comm_overlap_ratio           (exposed non-compute removed: the mean compute)
 --   t_sol       = model_flops_per_step / (gpus x peak)
 -- (ratios from int_job_window_ladder; for an untraced window every level below t_attr is t_sol.)
--- Each level is stored additive, x n_steps x gpus (GPU-seconds) x dense peak (peak-FLOP-seconds):
--- ladder_t_mean_pfs is the window's productive_pfs and ladder_t_sol_pfs its useful FLOPs, so the
--- factors (each level over the one above) multiply to t_sol / t_mean = useful_flop / productive_pfs = P
--- exactly, and P + Σ effloss_* = 1 (each leaf = the gap between two levels over t_mean).
+-- Each level is stored additive, x n_steps x gpus (GPU-seconds) x dense peak (peak-FLOP-seconds), all by
+-- the same product, so equal levels give gaps of exactly 0 on every engine: ladder_t_mean_pfs is the
+-- window's productive_pfs and ladder_t_sol_pfs its useful FLOPs (up to rounding), so the factors (each
+-- level over the one above) multiply to t_sol / t_mean = useful_flop / productive_pfs = P, and
+-- P + Σ effloss_* = 1 (each leaf = the gap between two levels over t_mean).
 -- Windows of jobs without FLOPs metadata have no ladder (NULL, unknown).
 with
 
@@ -56,11 +57,7 @@ additive as (
     select
         *,
         {%- for level in program_ladder_levels() %}
-        case when has_flops_metadata then
-            {%- if level == 't_mean' %} productive_pfs
-            {%- elif level == 't_sol' %} useful_flop
-            {%- else %} {{ level }}_s * n_steps * gpus * peak_flops_dense
-            {%- endif %} end as ladder_{{ level }}_pfs,
+        case when has_flops_metadata then {{ level }}_s * n_steps * gpus * peak_flops_dense end as ladder_{{ level }}_pfs,
         {%- endfor %}
         case when has_flops_metadata and is_attributed and ladder_source = 'measured'
             then t_typical_s * n_steps * gpus * peak_flops_dense else 0 end as ladder_measured_pfs,
