@@ -8,6 +8,8 @@
 -- Companions that need the facts or the job history (goodput_ref, energy, XID node faults, interruptions,
 -- MTTI, expected runtime goodput) at the node, cluster and fleet grains from int_companion_entity_days
 -- (docs/companions.md; the expected-R pair at the cluster and fleet grains only).
+-- The program-goodput ladder (lens 'job' nodes under job_program_goodput, docs/program_ladder.md) at the
+-- job grain from fct_job_day and at the cluster and fleet grains as Σ of the job-days' ladder levels.
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
 with
 
@@ -76,9 +78,22 @@ job_lens_fleet as (
     group by metric_date
 ),
 
+program_ladder_clusters as (
+    -- the program-goodput ladder per cluster-day: Σ of the job-days' additive ladder columns
+    select cluster, metric_date, {{ program_ladder_sums() }}
+    from {{ ref('fct_job_day') }}
+    group by cluster, metric_date
+),
+
+program_ladder_fleet as (
+    select metric_date, {{ program_ladder_sums() }}
+    from program_ladder_clusters
+    group by metric_date
+),
+
 -- The grains' measures side by side: each grain carries some of them (the rest NULL).
 {%- set capacity_columns = capacity_measures() + companion_measures() + entity_companion_measures() %}
-{%- set wide_columns = capacity_columns + job_lens_tree_measures() %}
+{%- set wide_columns = capacity_columns + job_lens_tree_measures() + program_ladder_tree_measures() %}
 
 cluster_rows as (
     select
@@ -93,10 +108,13 @@ cluster_rows as (
         {%- for measure in entity_companion_measures() %}
         entity_companions.{{ measure }},
         {%- endfor %}
-        {{ job_lens_tree_columns('job_lens_clusters') }}
+        {{ job_lens_tree_columns('job_lens_clusters') }},
+        {{ program_ladder_tree_columns('program_ladder_clusters') }}
     from {{ ref('fct_cluster_day') }} as facts
     left join job_lens_clusters
         on facts.cluster = job_lens_clusters.cluster and facts.metric_date = job_lens_clusters.metric_date
+    left join program_ladder_clusters
+        on facts.cluster = program_ladder_clusters.cluster and facts.metric_date = program_ladder_clusters.metric_date
     left join companions
         on companions.grain = 'cluster'
         and companions.entity_id = facts.cluster
@@ -120,9 +138,11 @@ fleet_rows as (
         {%- for measure in entity_companion_measures() %}
         entity_companions.{{ measure }},
         {%- endfor %}
-        {{ job_lens_tree_columns('job_lens_fleet') }}
+        {{ job_lens_tree_columns('job_lens_fleet') }},
+        {{ program_ladder_tree_columns('program_ladder_fleet') }}
     from {{ ref('fct_fleet_day') }} as facts
     left join job_lens_fleet on facts.metric_date = job_lens_fleet.metric_date
+    left join program_ladder_fleet on facts.metric_date = program_ladder_fleet.metric_date
     left join companions
         on companions.grain = 'fleet'
         and companions.entity_id = facts.fleet
@@ -171,7 +191,8 @@ job_rows as (
         'job' as grain,
         job_days.job_id as entity_id,
         job_days.metric_date,
-        {{ job_lens_tree_columns('job_days') }}
+        {{ job_lens_tree_columns('job_days') }},
+        {{ program_ladder_tree_columns('job_days') }}
     from {{ ref('fct_job_day') }} as job_days
 ),
 
@@ -181,7 +202,7 @@ job_rows as (
 {%- endfor %}
 {%- set grain_columns = {
     'cluster_rows': wide_columns, 'fleet_rows': wide_columns, 'node_rows': capacity_columns,
-    'gpu_rows': gpu_columns, 'job_rows': job_lens_tree_measures(),
+    'gpu_rows': gpu_columns, 'job_rows': job_lens_tree_measures() + program_ladder_tree_measures(),
 } %}
 
 wide as (
@@ -202,7 +223,8 @@ measures as (
     select grain, entity_id, metric_date, measure, amount
     from wide
     unpivot include nulls (
-        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures() + companion_measures() + entity_companion_measures()) | join(', ') }})
+        amount for measure in ({{ (capacity_measures() + job_lens_tree_measures() + companion_measures()
+                                   + entity_companion_measures() + program_ladder_tree_measures()) | join(', ') }})
     )
 ),
 

@@ -35,7 +35,8 @@ summed as (
         sum(allocated_with_events_pfs) as allocated_with_events_pfs,
         sum(productive_flops_known_pfs) as productive_flops_known_pfs,
         bool_and(has_flops_metadata) as has_flops_metadata,
-        case when bool_and(has_flops_metadata) then sum(useful_flop) end as useful_flop
+        case when bool_and(has_flops_metadata) then sum(useful_flop) end as useful_flop,
+        {{ program_ladder_sums() }}
     from job_days
     group by all
 ),
@@ -65,6 +66,7 @@ final as (
         attempts.attempt_count - 1 as restarts,
         {{ star_except('with_coverage.', ['cluster', 'job_id', 'sku', 'gpus']) }},
         {{ job_lens_factors() }},
+        {{ program_ladder_factors() }},
         ----------  booleans
         attempts.is_running,
         ----------  timestamps

@@ -39,11 +39,32 @@ with_useful as (
     from summed
 ),
 
+ladder_days as (
+    -- the program-goodput ladder: Σ of the day's hourly windows (fct_job_window, docs/program_ladder.md)
+    select
+        job_id,
+        metric_date,
+        {{ program_ladder_sums() }}
+    from {{ ref('fct_job_window') }}
+    group by job_id, metric_date
+),
+
+with_ladder as (
+    select
+        with_useful.*,
+        {%- for column in program_ladder_additive_columns() %}
+        ladder_days.{{ column }}{{ ',' if not loop.last }}
+        {%- endfor %}
+    from with_useful
+    left join ladder_days on with_useful.job_id = ladder_days.job_id and with_useful.metric_date = ladder_days.metric_date
+),
+
 final as (
     select
         *,
-        {{ job_lens_factors(display=true) }}
-    from with_useful
+        {{ job_lens_factors(display=true) }},
+        {{ program_ladder_factors(display=true) }}
+    from with_ladder
 )
 
 select * from final
