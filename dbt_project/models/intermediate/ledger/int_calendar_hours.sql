@@ -1,4 +1,5 @@
--- The UTC hours of the reporting window (int_calendar_days): 24 per day, the grain of the hour ledger.
+-- The UTC hours of the reporting window (int_calendar_days): 24 per day, the grain of the hour ledger, each with
+-- its index (hours since the Unix epoch) so intervals can be joined to their hours by equality.
 with
 
 days as (
@@ -15,5 +16,6 @@ hours as (
 select
     day,
     hour_start_at,
-    hour_start_at + interval 1 hour as hour_end_at
+    hour_start_at + interval 1 hour as hour_end_at,
+    {{ hour_index('hour_start_at') }} as hour_index
 from hours

@@ -159,8 +159,7 @@ state_hours as (
                 * piece_seconds.seconds
             else 0 end) as idle_requeue_gap_gs
     from piece_seconds
-    inner join hours
-        on hours.hour_start_at <= piece_seconds.start_at and piece_seconds.start_at < hours.hour_end_at
+    inner join hours on hours.hour_index = {{ hour_index('piece_seconds.start_at') }}
     group by piece_seconds.node, hours.hour_start_at
 ),
 
@@ -177,16 +176,26 @@ step_nodes as (
         and steps.step_start_at < allocation_nodes.end_at
 ),
 
+step_hour_indexes as (
+    -- each step once per hour it touches (steps last seconds: mostly one hour, never a range join)
+    select
+        step_nodes.*,
+        {{ hour_indexes('step_nodes.step_start_at', 'step_nodes.step_end_at') }} as hour_index
+    from step_nodes
+    where step_nodes.step_end_at > step_nodes.step_start_at
+),
+
 step_hours as (
     select
-        step_nodes.node,
         hours.hour_start_at,
-        {{ overlap_seconds('step_nodes.step_start_at', 'step_nodes.step_end_at', 'hours.hour_start_at', 'hours.hour_end_at') }}
-            / nullif(step_nodes.duration_s, 0) as time_share,
-        step_nodes.*
-    from step_nodes
+        {{ overlap_seconds('step_hour_indexes.step_start_at', 'step_hour_indexes.step_end_at', 'hours.hour_start_at', 'hours.hour_end_at') }}
+            / nullif(step_hour_indexes.duration_s, 0) as time_share,
+        step_hour_indexes.*
+    from step_hour_indexes
     inner join hours
-        on step_nodes.step_start_at < hours.hour_end_at and step_nodes.step_end_at > hours.hour_start_at
+        on step_hour_indexes.hour_index = hours.hour_index
+        and step_hour_indexes.step_start_at < hours.hour_end_at
+        and step_hour_indexes.step_end_at > hours.hour_start_at
 ),
 
 work_hours as (
