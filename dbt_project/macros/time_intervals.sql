@@ -29,8 +29,12 @@
     cast(floor({{ epoch_seconds(ts) }} / 3600) as bigint)
 {%- endmacro %}
 
-{#- One row per hour index an interval [start_at, end_at) touches (a select-list expression; none when empty):
-    join int_calendar_hours on hour_index by equality instead of a range join. -#}
+{#- One row per hour index a non-empty interval [start_at, end_at) touches (a select-list expression; filter out
+    empty intervals first): join int_calendar_hours on hour_index by equality instead of a range join. -#}
 {% macro hour_indexes(start_at, end_at) -%}
-    {{ unnest_series(hour_index(start_at), 'cast(floor((' ~ epoch_seconds(end_at) ~ ' - 1e-6) / 3600) as bigint)', 1) }}
+    {{ unnest_series(
+        hour_index(start_at),
+        'greatest(' ~ hour_index(start_at) ~ ', cast(floor((' ~ epoch_seconds(end_at) ~ ' - 1e-6) / 3600) as bigint))',
+        'cast(1 as bigint)'
+    ) }}
 {%- endmacro %}
