@@ -130,8 +130,10 @@ def test_hourly_allocation_pooled_is_not_the_mean_of_hourly_ratios(demo_snapshot
 
 
 def test_fragmented_idle_time_in_the_incidents_scenario(incidents_home):
-    """The incidents scenario (seed 1) has pending-queue snapshots while GPUs sit idle: idle_fragmented > 0,
-    never more than the cluster's pending demand in an hour, and the idle leaves close."""
+    """The incidents scenario (seed 1) has pending-queue snapshots while GPUs sit idle: idle_fragmented > 0, never
+    more than the cluster's pending demand in an hour, and the idle leaves close. The labelled scheduler
+    fragmentation incident is idle_fragmented on its days, and the labelled maintenance window is
+    down_maintenance for exactly its hours."""
     from perf_assets.lib.warehouse import published_frame
 
     hours = published_frame(
@@ -143,5 +145,29 @@ def test_fragmented_idle_time_in_the_incidents_scenario(incidents_home):
     assert hours["fragmented"].sum() > 0
     assert (hours["fragmented"] <= hours["pending"] + 1e-6).all()
     assert list(hours["leaves"]) == pytest.approx(list(hours["idle"]), abs=1e-6)
-    # no pending demand in an hour: nothing is fragmented
-    assert (hours.loc[hours["pending"] == 0, "fragmented"] == 0).all()
+    assert (hours.loc[hours["pending"] == 0, "fragmented"] == 0).all()  # no pending demand: nothing fragmented
+
+    labels = json.loads(incidents_home.labels_file.read_text())["incidents"]
+    (incident,) = [label for label in labels if label["kind"] == "scheduler_fragmentation"]
+    days = published_frame(
+        incidents_home,
+        "select metric_date, idle_fragmented_pfs / installed_pfs as share from fct_cluster_day "
+        f"where cluster = '{incident['cluster']}'",
+    )
+    days["metric_date"] = pd.to_datetime(days["metric_date"]).dt.date
+    start, end = _ts(incident["start"]), _ts(incident["end"])
+    during = days["metric_date"].between(start.date(), (end - timedelta(seconds=1)).date())
+    assert during.sum() == 2
+    assert days.loc[during, "share"].min() > 0.2  # 47.9 % and 37.5 % of installed time
+    assert days.loc[during, "share"].min() > 5 * days.loc[~during, "share"].max()
+
+    (window,) = [label for label in labels if label["kind"] == "maintenance_window"]
+    maintained = published_frame(
+        incidents_home,
+        "select node, hour_start_at, down_maintenance_gs, installed_gs from fct_node_hour where down_maintenance_gs > 0",
+    )
+    start, end = _ts(window["start"]), _ts(window["end"])
+    expected = {start + i * HOUR for i in range(int((end - start) / HOUR))}
+    assert set(maintained["node"]) == set(window["nodes"])
+    assert set(pd.to_datetime(maintained["hour_start_at"], utc=True)) == expected
+    assert list(maintained["down_maintenance_gs"]) == list(maintained["installed_gs"])
