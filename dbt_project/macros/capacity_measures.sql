@@ -2,7 +2,18 @@
     seconds (<name>_pfs). Shared by fct_cluster_day, fct_fleet_day and metric_tree_daily. -#}
 {% macro capacity_ledger_states() -%}
     {{ return(['installed', 'down', 'available', 'allocated', 'idle', 'productive', 'badput',
-               'wasted_progress', 'ckpt_save', 'custom_blocking', 'badput_other']) }}
+               'wasted_progress', 'ckpt_save', 'custom_blocking', 'badput_other']
+              + capacity_down_leaves() + capacity_idle_leaves()) }}
+{%- endmacro %}
+
+{#- The leaves of down and idle time in the hour ledger (docs/ledger.md): down_* from the seed state_taxonomy,
+    idle_* by the rules of int_node_hour_ledger. idle_reserved_unused is left out: no input carries reservations. -#}
+{% macro capacity_down_leaves() -%}
+    {{ return(['down_hw_fault', 'down_repair', 'down_probe_quarantine', 'down_maintenance', 'down_drain',
+               'down_unknown']) }}
+{%- endmacro %}
+{% macro capacity_idle_leaves() -%}
+    {{ return(['idle_requeue_gap', 'idle_fragmented', 'idle_no_demand']) }}
 {%- endmacro %}
 
 {#- Every measure a metric_tree_nodes row may name as numerator, denominator or coverage. -#}

@@ -23,3 +23,18 @@
 {% macro safe_divide(numerator, denominator) -%}
     ({{ numerator }}) / nullif({{ denominator }}, 0)
 {%- endmacro %}
+
+{#- The hour since the Unix epoch that contains a timestamp (an integer; int_calendar_hours.hour_index). -#}
+{% macro hour_index(ts) -%}
+    cast(floor({{ epoch_seconds(ts) }} / 3600) as bigint)
+{%- endmacro %}
+
+{#- One row per hour index a non-empty interval [start_at, end_at) touches (a select-list expression; filter out
+    empty intervals first): join int_calendar_hours on hour_index by equality instead of a range join. -#}
+{% macro hour_indexes(start_at, end_at) -%}
+    {{ unnest_series(
+        hour_index(start_at),
+        'greatest(' ~ hour_index(start_at) ~ ', cast(floor((' ~ epoch_seconds(end_at) ~ ' - 1e-6) / 3600) as bigint))',
+        'cast(1 as bigint)'
+    ) }}
+{%- endmacro %}
