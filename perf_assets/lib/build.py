@@ -95,9 +95,16 @@ def release_abandoned_builds(instance) -> list[str]:
 
 
 def build(
-    home: DataHome, selection: str | None = None, lock_timeout_s: float = 3600.0, log_level: str = "INFO"
+    home: DataHome,
+    selection: str | None = None,
+    lock_timeout_s: float = 3600.0,
+    log_level: str = "INFO",
+    full_refresh: bool = False,
 ) -> bool:
-    """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded."""
+    """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded.
+
+    full_refresh: rebuild the incremental dbt models over every lake day (docs/incremental.md); else they rebuild
+    only the days that may have changed."""
     os.environ["PERFWH_HOME"] = str(home.root)
     home.ensure()
     prepare_dbt_manifest()
@@ -116,7 +123,14 @@ def build(
     with warehouse_write_lock(home, timeout_s=lock_timeout_s):
         for run_id in release_abandoned_builds(instance):
             print(f"an earlier perfwh build (run {run_id}) was killed part-way: marked failed, its pool slot freed")
+        run_config = {"ops": {"warehouse_dbt_models": {"config": {"full_refresh": True}}}} if full_refresh else None
         result = dg.materialize(
-            assets, resources=resources, instance=instance, selection=chosen, raise_on_error=False, tags=tags
+            assets,
+            resources=resources,
+            instance=instance,
+            selection=chosen,
+            raise_on_error=False,
+            tags=tags,
+            run_config=run_config,
         )
     return result.success

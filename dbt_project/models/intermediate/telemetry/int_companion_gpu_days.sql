@@ -16,6 +16,8 @@
 --     probe_hbm_bw_ratio   Σ HBM triad GB/s / Σ the SKU's HBM bandwidth (probe 'hbm_stream')
 -- Coverage (coverage_<node_id>) is 1 when the GPU-day has the measure, else 0; Σ over GPUs
 -- rolled up with gpu_count gives the share of GPU-days measured.
+-- Built by day (docs/incremental.md): a day reads that day's calendar row, samples, counter deltas and probes.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 gpus as (
@@ -24,6 +26,7 @@ gpus as (
 
 days as (
     select * from {{ ref('int_calendar_days') }}
+    where {{ in_batch('day') }}
 ),
 
 specs as (
@@ -53,7 +56,7 @@ samples as (
         max(case when field = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE' then value end) as tensor_active,
         max(case when field = 'DCGM_FI_DEV_SM_CLOCK' then value end) as sm_clock_mhz,
         max(case when field = 'DCGM_FI_DEV_POWER_USAGE' then value end) as power_w
-    from {{ ref('stg_dcgm__samples') }}
+    from {{ ref('int_dcgm_samples') }}
     where value is not null
         and gpu_instance is null
         and field in (
@@ -111,6 +114,7 @@ probes as (
         and peak > 0
         and status in ('pass', 'fail')
         and probe in ('gemm', 'hbm_stream')
+        and {{ in_batch('cast(started_at as date)') }}
     group by all
 ),
 
