@@ -3,7 +3,8 @@
     `incremental_lookback_days` before them and every day a late file landed for); without them dbt takes the last
     `incremental_lookback_days` days before now. DuckDB deletes and inserts each batch's days; Spark overwrites the
     batch's partitions (partition_date, a DATE column of the batch's day: dbt-spark requires partition_by).
-    Batches run one after the other: a model that reads its own earlier rows ({{ this }}) needs them in order. -#}
+    Batches run one after the other. Do not read earlier days from {{ this }} behind is_incremental(): under
+    --full-refresh dbt compiles every batch with is_incremental() false; read them from an upstream table instead. -#}
 {% macro daily_microbatch_config(event_time, partition_date) -%}
     {{ config(
         materialized='incremental',

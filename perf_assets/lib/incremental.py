@@ -100,6 +100,20 @@ def project_fingerprint(manifest_path: Path) -> str:
     return digest.hexdigest()
 
 
+def every_lake_day_args(home: DataHome) -> list[str]:
+    """dbt's --event-time-start/--event-time-end over every day of the lake (a plain `dbt run` or `dbt build` outside
+    perfwh, e.g. on Spark); empty when the lake has no day (dbt then batches the lookback before now)."""
+    days = {_day_of(path) for path in lake_files(home.lake_raw)}
+    if not days:
+        return []
+    return [
+        "--event-time-start",
+        min(days).isoformat(),
+        "--event-time-end",
+        (max(days) + timedelta(days=1)).isoformat(),
+    ]
+
+
 def _state_path(home: DataHome) -> Path:
     return home.warehouse_dir / STATE_FILE
 

@@ -5,7 +5,7 @@
 -- unknown and skipped, so a delta spans the gap back to the previous known sample
 -- (previous_sampled_at); the first known sample of a series has no delta (NULL, not 0).
 -- Built by day (docs/incremental.md): a day's first sample of a series takes its previous known sample from the
--- rows already built for earlier days ({{ this }}, however old), so a day built alone equals a full build's.
+-- samples of earlier days (however old), so a day built alone equals a full build's.
 {{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
@@ -14,7 +14,7 @@ counter_fields as (
     where prometheus_type = 'counter'
 ),
 
-samples as (
+counter_samples as (
     select
         samples.cluster,
         samples.node,
@@ -24,14 +24,17 @@ samples as (
         samples.field,
         counter_fields.unit,
         samples.sampled_at,
-        samples.value,
-        true as in_batch
-    from {{ ref('int_dcgm_samples') }} as samples
+        samples.value
+    from {{ ref('int_dcgm_samples').render() }} as samples
     inner join counter_fields on samples.field = counter_fields.field
     where samples.value is not null
 ),
 
-{% if is_incremental() %}
+samples as (
+    select *, true as in_batch from counter_samples
+    where {{ in_batch('sampled_at') }}
+),
+
 earlier as (
     -- the last known sample of each series before this day
     select
@@ -45,18 +48,9 @@ earlier as (
         max(sampled_at) as sampled_at,
         max_by(value, sampled_at) as value,
         false as in_batch
-    from {{ this }}
+    from counter_samples
     where {{ before_batch('sampled_at') }}
     group by cluster, node, gpu_uuid, gpu_index, gpu_instance, field, unit
-),
-{% endif %}
-
-series_samples as (
-    select * from samples
-    {% if is_incremental() %}
-    union all
-    select * from earlier
-    {% endif %}
 ),
 
 ordered as (
@@ -64,7 +58,11 @@ ordered as (
         *,
         lag(value) over series as previous_value,
         lag(sampled_at) over series as previous_sampled_at
-    from series_samples
+    from (
+        select * from samples
+        union all
+        select * from earlier
+    ) as series_samples
     window series as (partition by node, gpu_uuid, gpu_index, gpu_instance, field order by sampled_at)
 ),
 
