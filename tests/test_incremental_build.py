@@ -146,10 +146,13 @@ def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifes
     assert state["lake_files"] == lake_files(home.lake_raw)
     assert _node_day_samples(home, "alpha-n02", "2026-11-01") > without_late  # the late file's samples are in
     with duckdb.connect(str(home.warehouse_db), read_only=True) as con:  # counter deltas cross the day boundary
-        assert con.execute(
-            "select count(*) from intermediate.int_dcgm_counter_deltas "
-            "where sampled_date = date '2026-11-02' and previous_sampled_at < timestamptz '2026-11-02 00:00:00+00'"
-        ).fetchone()[0] > 0
+        assert (
+            con.execute(
+                "select count(*) from intermediate.int_dcgm_counter_deltas "
+                "where sampled_date = date '2026-11-02' and previous_sampled_at < timestamptz '2026-11-02 00:00:00+00'"
+            ).fetchone()[0]
+            > 0
+        )
     incremental = _dbt_tables(home)
 
     assert build(home, selection=WAREHOUSE_ASSETS, full_refresh=True)
