@@ -164,3 +164,14 @@ def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifes
         problems += compare_frames(".".join(name), incremental[name], frame, rel_tol=REL_TOL, abs_tol=ABS_TOL).problems
     assert not problems, "\n".join(problems[:20])
     assert sum(len(frame) for frame in rebuilt.values()) > 10_000
+
+
+def test_full_refresh_is_asked_of_the_dbt_assets_only_when_they_run(dbt_manifest):
+    from perf_assets.definitions import defs
+    from perf_assets.lib.build import _full_refresh_config
+
+    definitions = defs()
+    assert _full_refresh_config(definitions, WAREHOUSE_ASSETS) == {
+        "ops": {"warehouse_dbt_models": {"config": {"full_refresh": True}}}
+    }
+    assert _full_refresh_config(definitions, "group:raw") is None  # ingest only: no dbt op to configure

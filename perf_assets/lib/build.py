@@ -94,6 +94,19 @@ def release_abandoned_builds(instance) -> list[str]:
     return released
 
 
+def _full_refresh_config(definitions, selection) -> dict | None:
+    """Run config asking the dbt assets for a full refresh; None when the selection leaves them out (config for an op
+    that does not run is an error)."""
+    import dagster as dg
+
+    from perf_assets.defs.transform.assets import warehouse_dbt_models
+
+    selected = dg.AssetSelection.from_coercible(selection).resolve(definitions.resolve_asset_graph())
+    if not selected & set(warehouse_dbt_models.keys):
+        return None
+    return {"ops": {warehouse_dbt_models.op.name: {"config": {"full_refresh": True}}}}
+
+
 def build(
     home: DataHome,
     selection: str | None = None,
@@ -123,7 +136,7 @@ def build(
     with warehouse_write_lock(home, timeout_s=lock_timeout_s):
         for run_id in release_abandoned_builds(instance):
             print(f"an earlier perfwh build (run {run_id}) was killed part-way: marked failed, its pool slot freed")
-        run_config = {"ops": {"warehouse_dbt_models": {"config": {"full_refresh": True}}}} if full_refresh else None
+        run_config = _full_refresh_config(definitions, chosen) if full_refresh else None
         result = dg.materialize(
             assets,
             resources=resources,
