@@ -13,7 +13,14 @@ import duckdb
 import pytest
 
 from perf_assets.lib.engine_equivalence import ABS_TOL, REL_TOL, compare_frames, duckdb_table_frame
-from perf_assets.lib.incremental import lake_files, plan_window, project_fingerprint, read_state, record_build
+from perf_assets.lib.incremental import (
+    every_lake_day_args,
+    lake_files,
+    plan_window,
+    project_fingerprint,
+    read_state,
+    record_build,
+)
 from perf_assets.lib.paths import DataHome
 
 WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
@@ -175,3 +182,10 @@ def test_full_refresh_is_asked_of_the_dbt_assets_only_when_they_run(dbt_manifest
         "ops": {"warehouse_dbt_models": {"config": {"full_refresh": True}}}
     }
     assert _full_refresh_config(definitions, "group:raw") is None  # ingest only: no dbt op to configure
+
+
+def test_an_empty_lake_builds_today_only(tmp_path):
+    home = DataHome(tmp_path).ensure()
+    window = plan_window(home, "v1", lookback=2)
+    assert window.days == 1 and window.full_refresh  # never from `begin` (2024-01-01) to now
+    assert every_lake_day_args(home) == window.dbt_args()[:4]

@@ -19,7 +19,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from perf_assets.lib.paths import DataHome
@@ -100,12 +100,16 @@ def project_fingerprint(manifest_path: Path) -> str:
     return digest.hexdigest()
 
 
+def _lake_days(files: dict[str, list[int]]) -> set[date]:
+    """The days of the lake's files; today (UTC) alone when it has none, so that dbt never batches from `begin`
+    (2024-01-01) to now, hundreds of empty days."""
+    return {_day_of(path) for path in files} or {datetime.now(timezone.utc).date()}
+
+
 def every_lake_day_args(home: DataHome) -> list[str]:
-    """dbt's --event-time-start/--event-time-end over every day of the lake (a plain `dbt run` or `dbt build` outside
-    perfwh, e.g. on Spark); empty when the lake has no day (dbt then batches the lookback before now)."""
-    days = {_day_of(path) for path in lake_files(home.lake_raw)}
-    if not days:
-        return []
+    """dbt's --event-time-start/--event-time-end over every day of the lake, for a plain `dbt run` or `dbt build`
+    outside perfwh (e.g. on Spark)."""
+    days = _lake_days(lake_files(home.lake_raw))
     return [
         "--event-time-start",
         min(days).isoformat(),
@@ -129,13 +133,11 @@ def read_state(home: DataHome) -> dict | None:
 
 def plan_window(
     home: DataHome, fingerprint: str, full_refresh: bool = False, lookback: int | None = None
-) -> BuildWindow | None:
-    """The days the next dbt build rebuilds; None when the lake has no day yet (nothing to batch)."""
+) -> BuildWindow:
+    """The days the next dbt build rebuilds (today alone while the lake has no day)."""
     lookback = lookback_days() if lookback is None else lookback
     files = lake_files(home.lake_raw)
-    if not files:
-        return None
-    days = {_day_of(path) for path in files}
+    days = _lake_days(files)
     first, last = min(days), max(days)
     end = last + timedelta(days=1)
     state = read_state(home)

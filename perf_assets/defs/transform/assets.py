@@ -60,9 +60,9 @@ def warehouse_dbt_models(
     with warehouse_write_lock(home):
         fingerprint = project_fingerprint(dbt_project.manifest_path)
         window = plan_window(home, fingerprint, full_refresh=config.full_refresh)
-        context.log.info(f"incremental models: {window.describe() if window else 'no lake day yet'}")
+        context.log.info(f"incremental models: {window.describe()}")
         try:
-            for event in dbt.cli(["build", *(window.dbt_args() if window else [])], context=context).stream():
+            for event in dbt.cli(["build", *window.dbt_args()], context=context).stream():
                 held.append(event)
         except Exception as error:  # yield what was built before re-raising dbt's failure
             failure = error
@@ -73,7 +73,7 @@ def warehouse_dbt_models(
             except Exception as error:  # the figures are extras: a build that succeeded stays a success
                 context.log.warning(f"no row counts, goodput figures or plots for this build: {error!r}")
             context.log.info(f"published {publish_snapshot(home)}")
-            if window is not None and not context.is_subset:
+            if not context.is_subset:
                 record_build(home, window, fingerprint)
     for event in held:  # in dbt's order: each model's output, then its tests' check results
         extra = {}
