@@ -60,10 +60,10 @@ def land(simulated: DataHome, home: DataHome, last_day: str, held_back: bool) ->
     return count
 
 
-def dbt_build(home: DataHome, env: dict, log: Path, target: Path) -> dict:
+def dbt_build(home: DataHome, env: dict, log: Path, target: Path, lookback: int) -> dict:
     """One dbt build over plan_window's days, timed and split; records the build like the Dagster asset does."""
     fingerprint = project_fingerprint(DBT_PROJECT_DIR / "target" / "manifest.json")
-    window = plan_window(home, fingerprint)
+    window = plan_window(home, fingerprint, lookback=lookback)
     command = [str(BIN / "dbt"), "build", "--threads", "1", *window.dbt_args()]
     command += ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
     command += ["--target-path", str(target), "--log-path", str(target / "logs")]
@@ -116,12 +116,11 @@ def main() -> int:
     ingest = [str(BIN / "perfwh"), "build", "--quiet", "--data-dir", str(home.root), "--select", "group:raw"]
     landed = land(simulated, home, last_day, held_back=False)
     ingest_s = run(ingest, env, log)
-    full = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_full")
+    full = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_full", args.lookback)
     added = land(simulated, home, last_day, held_back=True)
     ingest_day_s = run(ingest, env, log)
-    day = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_day")
-    env0 = dict(env, PERFWH_HOME=str(home.root), PERFWH_INCREMENTAL_LOOKBACK_DAYS="0")
-    day_alone = dbt_build(home, env0, log, args.work / "target_day_alone")
+    day = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_day", args.lookback)
+    day_alone = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_day_alone", 0)
 
     print(
         f"fleet-1k seed {args.seed}: {args.days} days ({days[0]} to {days[-2]}) + {last_day}, lookback {args.lookback}"
