@@ -127,7 +127,7 @@ def _node_day_samples(home: DataHome, node: str, day: str) -> int:
 def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifest, monkeypatch):
     """Land day 1 of the demo fleet without one node's DCGM export, build; land day 2 and the late day-1 file, build
     incrementally with no lookback (only the late-file rule rebuilds day 1); then a full refresh of the same lake:
-    every intermediate and mart table is the same. ~60-90 s (three builds of a 2-day, 64-GPU fleet)."""
+    every intermediate and mart table is the same. ~2 min on 2 shared cores (three builds of a 2-day, 64-GPU fleet)."""
     from perf_assets.lib.build import build
     from perf_assets.lib.simulate import simulate
     from perf_assets.lib.simulate.scenario import DCGM_EXTRA_FIELDS, get_scenario
