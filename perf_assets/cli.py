@@ -85,7 +85,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     home = _home(args)
     started = time.perf_counter()
-    ok = build(home, selection=args.select, log_level=args.log_level)
+    ok = build(home, selection=args.select, log_level=args.log_level, full_refresh=args.full_refresh)
     print(f"build {'succeeded' if ok else 'FAILED'} in {time.perf_counter() - started:.1f} s (data: {home.root})")
     if ok and not args.quiet:
         print(summary(home))
@@ -412,6 +412,12 @@ def parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--select", default=None, help="Dagster asset selection (default: everything)")
     build.add_argument("--quiet", action="store_true", help="do not print the summary")
+    build.add_argument(
+        "--full-refresh",
+        action="store_true",
+        help="rebuild the incremental dbt models over every lake day (default: only the days that may have changed: "
+        "new days, the last PERFWH_INCREMENTAL_LOOKBACK_DAYS (2) and days a late file landed for; docs/incremental.md)",
+    )
     build.add_argument(
         "--log-level",
         default="INFO",

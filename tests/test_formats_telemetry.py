@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from perf_assets.lib.incremental import every_lake_day_args
 from perf_assets.lib.ingest import ingest, reingest
 from perf_assets.lib.ingest.formats.gpu_identity import normalise_bus_id, normalise_uuid
 from perf_assets.lib.ingest.manifest import read_manifest
@@ -464,6 +465,7 @@ def test_one_gpu_telemetry_table_in_the_warehouse(telemetry_home, tmp_path):
         str(tmp_path / "target"),
         "--log-path",
         str(tmp_path / "logs"),
+        *every_lake_day_args(home),  # the incremental models' days (docs/incremental.md)
     ]
     result = subprocess.run(command, env={**os.environ, "PERFWH_HOME": str(home.root)}, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

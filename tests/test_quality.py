@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from perf_assets.lib.contracts import RAW_TABLES
+from perf_assets.lib.incremental import every_lake_day_args
 from perf_assets.lib.ingest import landed_files
 from perf_assets.lib.ingest.run import ingest
 from perf_assets.lib.paths import DBT_PROJECT_DIR, data_home
@@ -51,6 +52,7 @@ def _dbt_build(home, target: Path) -> None:
     env = {**os.environ, "PERFWH_HOME": str(home.root)}
     command = [str(dbt), "build", "--quiet", "--select", "+data_quality", "--indirect-selection", "cautious"]
     command += ["--project-dir", ".", "--profiles-dir", "."]  # cautious: no test of an unselected model
+    command += every_lake_day_args(home)  # the incremental models' days (docs/incremental.md)
     result = subprocess.run(
         [*command, "--target-path", str(target)], cwd=DBT_PROJECT_DIR, env=env, capture_output=True, text=True
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from perf_assets.lib.incremental import every_lake_day_args
 from perf_assets.lib.ingest import ingest
 from perf_assets.lib.ingest.formats import decompress
 from perf_assets.lib.ingest.formats.dcgm_rows import identity_from_labels
@@ -327,6 +328,7 @@ def robustness_warehouse(tmp_path_factory):
     command = [str(dbt) if dbt.exists() else "dbt", "build", "--quiet", "--select", *[f"+{m}" for m in models]]
     command += ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
     command += ["--target-path", str(target / "target"), "--log-path", str(target / "logs")]
+    command += every_lake_day_args(home)  # the incremental models' days (docs/incremental.md)
     result = subprocess.run(command, env={**os.environ, "PERFWH_HOME": str(home.root)}, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     connection = duckdb.connect(str(home.warehouse_db), read_only=True)

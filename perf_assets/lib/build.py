@@ -94,10 +94,30 @@ def release_abandoned_builds(instance) -> list[str]:
     return released
 
 
+def _full_refresh_config(definitions, selection) -> dict | None:
+    """Run config asking the dbt assets for a full refresh; None when the selection leaves them out (config for an op
+    that does not run is an error)."""
+    import dagster as dg
+
+    from perf_assets.defs.transform.assets import warehouse_dbt_models
+
+    selected = dg.AssetSelection.from_coercible(selection).resolve(definitions.resolve_asset_graph())
+    if not selected & set(warehouse_dbt_models.keys):
+        return None
+    return {"ops": {warehouse_dbt_models.op.name: {"config": {"full_refresh": True}}}}
+
+
 def build(
-    home: DataHome, selection: str | None = None, lock_timeout_s: float = 3600.0, log_level: str = "INFO"
+    home: DataHome,
+    selection: str | None = None,
+    lock_timeout_s: float = 3600.0,
+    log_level: str = "INFO",
+    full_refresh: bool = False,
 ) -> bool:
-    """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded."""
+    """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded.
+
+    full_refresh: rebuild the incremental dbt models over every lake day (docs/incremental.md); else they rebuild
+    only the days that may have changed."""
     os.environ["PERFWH_HOME"] = str(home.root)
     home.ensure()
     prepare_dbt_manifest()
@@ -116,7 +136,14 @@ def build(
     with warehouse_write_lock(home, timeout_s=lock_timeout_s):
         for run_id in release_abandoned_builds(instance):
             print(f"an earlier perfwh build (run {run_id}) was killed part-way: marked failed, its pool slot freed")
+        run_config = _full_refresh_config(definitions, chosen) if full_refresh else None
         result = dg.materialize(
-            assets, resources=resources, instance=instance, selection=chosen, raise_on_error=False, tags=tags
+            assets,
+            resources=resources,
+            instance=instance,
+            selection=chosen,
+            raise_on_error=False,
+            tags=tags,
+            run_config=run_config,
         )
     return result.success

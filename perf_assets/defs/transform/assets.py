@@ -7,6 +7,7 @@ from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.contracts import WRITER_POOL
 from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
+from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build
 from perf_assets.lib.mart_figures import mart_figures
 from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
 
@@ -28,6 +29,12 @@ def _metadata_values(figures: dict) -> dict[str, dg.MetadataValue]:
     return values
 
 
+class WarehouseBuildConfig(dg.Config):
+    """How the dbt build treats the incremental models (docs/incremental.md)."""
+
+    full_refresh: bool = False  # rebuild every incremental model over every lake day (dbt --full-refresh)
+
+
 @dbt_assets(
     manifest=dbt_project.manifest_path,
     project=dbt_project,
@@ -35,8 +42,14 @@ def _metadata_values(figures: dict) -> dict[str, dg.MetadataValue]:
     name="warehouse_dbt_models",
     dagster_dbt_translator=translator,
 )
-def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, perfwh: PerfwhHome):
+def warehouse_dbt_models(
+    context: dg.AssetExecutionContext, dbt: DbtCliResource, perfwh: PerfwhHome, config: WarehouseBuildConfig
+):
     """dbt build, holding the warehouse writer lock; publish the read-only snapshot when it succeeds.
+
+    The incremental models rebuild the days lib.incremental.plan_window picks (new days, the lookback, days a late
+    file landed for; everything on the first build, after a project change or with full_refresh); what was built is
+    recorded only when the run built every model (not a subset), so a partial run never hides a late day.
 
     dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
     in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
@@ -45,8 +58,11 @@ def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource,
     held: list = []
     failure: Exception | None = None
     with warehouse_write_lock(home):
+        fingerprint = project_fingerprint(dbt_project.manifest_path)
+        window = plan_window(home, fingerprint, full_refresh=config.full_refresh)
+        context.log.info(f"incremental models: {window.describe()}")
         try:
-            for event in dbt.cli(["build"], context=context).stream():
+            for event in dbt.cli(["build", *window.dbt_args()], context=context).stream():
                 held.append(event)
         except Exception as error:  # yield what was built before re-raising dbt's failure
             failure = error
@@ -57,6 +73,8 @@ def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource,
             except Exception as error:  # the figures are extras: a build that succeeded stays a success
                 context.log.warning(f"no row counts, goodput figures or plots for this build: {error!r}")
             context.log.info(f"published {publish_snapshot(home)}")
+            if not context.is_subset:
+                record_build(home, window, fingerprint)
     for event in held:  # in dbt's order: each model's output, then its tests' check results
         extra = {}
         if isinstance(event, dg.Output):

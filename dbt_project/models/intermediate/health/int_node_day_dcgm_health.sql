@@ -1,6 +1,8 @@
 -- DCGM health per node and UTC day (whole GPUs): XID events (critical ones apart), ECC error counts, remapped
 -- rows, a failed row remap, and time held down by thermal and power violations. A figure is NULL when its
--- field was not observed that node-day (unknown, never 0); a counter's first sample has no delta.
+-- field was not observed that node-day (unknown, never 0); a counter's first sample has no delta. Built by day
+-- (docs/incremental.md): a day reads that day's samples, XID events and counter deltas only.
+{{ daily_microbatch_config('health_date', 'health_date') }}
 with
 
 observed as (
@@ -9,7 +11,7 @@ observed as (
         cast(sampled_at as date) as health_date,
         bool_or(field = 'DCGM_FI_DEV_XID_ERRORS') as xid_observed,
         max(case when field = 'DCGM_FI_DEV_ROW_REMAP_FAILURE' then value end) as row_remap_failure
-    from {{ ref('stg_dcgm__samples') }}
+    from {{ ref('int_dcgm_samples') }}
     where
         value is not null
         and gpu_instance is null

@@ -1,11 +1,14 @@
 -- Every 5-minute DCGM grid point of every installed whole GPU over the reporting window: whether the
 -- node was in service then (not down, repair, maintenance or drain) and whether a known sample (a
 -- non-NULL value of any field) exists at that point. Out-of-service points are known-missing.
+-- Built by day (docs/incremental.md): a day reads its calendar row and samples, and the node down intervals (all).
 {% set step_s = var('dcgm_step_s', 300) %}
+{{ daily_microbatch_config('day', 'day') }}
 with
 
 days as (
     select * from {{ ref('int_calendar_days') }}
+    where {{ in_batch('day') }}
 ),
 
 gpus as (
@@ -40,7 +43,7 @@ down as (
 
 known as (
     select distinct gpu_uuid, sampled_at
-    from {{ ref('stg_dcgm__samples') }}
+    from {{ ref('int_dcgm_samples') }}
     where value is not null and gpu_instance is null
 ),
 

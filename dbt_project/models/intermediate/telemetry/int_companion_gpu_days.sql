@@ -25,6 +25,8 @@
 --     probe_hbm_bw_ratio   Σ HBM triad GB/s / Σ the SKU's HBM bandwidth (probe 'hbm_stream')
 -- Coverage (coverage_<node_id>) is 1 when the GPU-day has the measure, else 0; Σ over GPUs
 -- rolled up with gpu_count gives the share of GPU-days measured.
+-- Built by day (docs/incremental.md): a day reads that day's calendar row, samples, counter deltas and probes.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 gpus as (
@@ -33,6 +35,7 @@ gpus as (
 
 days as (
     select * from {{ ref('int_calendar_days') }}
+    where {{ in_batch('day') }}
 ),
 
 specs as (
@@ -65,7 +68,7 @@ samples as (
         max(case when field = 'DCGM_FI_PROF_SM_ACTIVE' then value end) as sm_active,
         max(case when field = 'DCGM_FI_PROF_DRAM_ACTIVE' then value end) as dram_active,
         max(case when field = 'DCGM_FI_DEV_XID_ERRORS' then value end) as xid_code
-    from {{ ref('stg_dcgm__samples') }}
+    from {{ ref('int_dcgm_samples') }}
     where value is not null
         and gpu_instance is null
         and field in (
@@ -73,6 +76,25 @@ samples as (
             'DCGM_FI_PROF_SM_ACTIVE', 'DCGM_FI_PROF_DRAM_ACTIVE', 'DCGM_FI_DEV_XID_ERRORS'
         )
     group by all
+),
+
+power_samples as (
+    -- every known POWER_USAGE sample, read without the day batch's filter so a day's first interval can reach back
+    select gpu_uuid, sampled_at, value as power_w
+    from {{ ref('int_dcgm_samples').render() }}
+    where field = 'DCGM_FI_DEV_POWER_USAGE' and value is not null and gpu_instance is null
+),
+
+power_series as (
+    -- the batch's samples, plus each GPU's last sample before the batch (built by day: the interval that
+    -- crosses midnight belongs to the day of its end, exactly as in a build of all days at once)
+    select gpu_uuid, sampled_at, power_w, true as in_batch from power_samples
+    where {{ in_batch('sampled_at') }}
+    union all
+    select gpu_uuid, max(sampled_at) as sampled_at, max_by(power_w, sampled_at) as power_w, false as in_batch
+    from power_samples
+    where {{ before_batch('sampled_at') }}
+    group by gpu_uuid
 ),
 
 power_intervals as (
@@ -87,10 +109,11 @@ power_intervals as (
             gpu_uuid,
             sampled_at,
             power_w,
+            in_batch,
             lag(sampled_at) over (partition by gpu_uuid order by sampled_at) as previous_sampled_at
-        from samples
-        where power_w is not null
+        from power_series
     ) as power_samples
+    where in_batch
 ),
 
 power_energy as (
@@ -219,6 +242,7 @@ probes as (
         and peak > 0
         and status in ('pass', 'fail')
         and probe in ('gemm', 'hbm_stream')
+        and {{ in_batch('cast(started_at as date)') }}
     group by all
 ),
 

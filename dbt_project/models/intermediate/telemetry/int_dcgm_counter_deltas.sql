@@ -4,6 +4,9 @@
 -- reboot): the new value is the delta since the reset, and the row is flagged. NULL samples are
 -- unknown and skipped, so a delta spans the gap back to the previous known sample
 -- (previous_sampled_at); the first known sample of a series has no delta (NULL, not 0).
+-- Built by day (docs/incremental.md): a day's first sample of a series takes its previous known sample from the
+-- samples of earlier days (however old), so a day built alone equals a full build's.
+{{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
 counter_fields as (
@@ -11,7 +14,7 @@ counter_fields as (
     where prometheus_type = 'counter'
 ),
 
-samples as (
+counter_samples as (
     select
         samples.cluster,
         samples.node,
@@ -22,9 +25,32 @@ samples as (
         counter_fields.unit,
         samples.sampled_at,
         samples.value
-    from {{ ref('stg_dcgm__samples') }} as samples
+    from {{ ref('int_dcgm_samples').render() }} as samples
     inner join counter_fields on samples.field = counter_fields.field
     where samples.value is not null
+),
+
+samples as (
+    select *, true as in_batch from counter_samples
+    where {{ in_batch('sampled_at') }}
+),
+
+earlier as (
+    -- the last known sample of each series before this day
+    select
+        cluster,
+        node,
+        gpu_uuid,
+        gpu_index,
+        gpu_instance,
+        field,
+        unit,
+        max(sampled_at) as sampled_at,
+        max_by(value, sampled_at) as value,
+        false as in_batch
+    from counter_samples
+    where {{ before_batch('sampled_at') }}
+    group by cluster, node, gpu_uuid, gpu_index, gpu_instance, field, unit
 ),
 
 ordered as (
@@ -32,7 +58,11 @@ ordered as (
         *,
         lag(value) over series as previous_value,
         lag(sampled_at) over series as previous_sampled_at
-    from samples
+    from (
+        select * from samples
+        union all
+        select * from earlier
+    ) as series_samples
     window series as (partition by node, gpu_uuid, gpu_index, gpu_instance, field order by sampled_at)
 ),
 
@@ -54,8 +84,10 @@ final as (
             when value >= previous_value then value - previous_value
             else value
         end as delta,
-        coalesce(value < previous_value, false) as is_reset
+        coalesce(value < previous_value, false) as is_reset,
+        cast(sampled_at as date) as sampled_date
     from ordered
+    where in_batch
 )
 
 select * from final

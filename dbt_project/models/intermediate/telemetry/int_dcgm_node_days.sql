@@ -1,10 +1,12 @@
 -- DCGM companions per node and day: sums and counts of known samples (NULL samples, e.g. while
 -- a node is down or profiling is paused, are unknown and not counted). Whole GPUs only: a MIG
--- instance's ratios are relative to the instance (gpu_instance is NULL for a whole GPU).
+-- instance's ratios are relative to the instance (gpu_instance is NULL for a whole GPU). Built by day
+-- (docs/incremental.md): a day's row reads that day's samples only.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 samples as (
-    select * from {{ ref('stg_dcgm__samples') }}
+    select * from {{ ref('int_dcgm_samples') }}
     where value is not null and gpu_instance is null
 ),
 

@@ -1,7 +1,9 @@
 -- DCGM samples delivered more than once with different values (two exporters or Prometheus
 -- replicas disagreeing, a re-export after a correction, one value known and one NULL): one row per
 -- natural key that conflicted, with the value staging kept. Duplicates that agree are not listed
--- (staging keeps one row; `copies` in stg_dcgm__samples counts them).
+-- (staging keeps one row; `copies` in stg_dcgm__samples counts them). Built by day (docs/incremental.md): a
+-- day's conflicts read that day's raw rows and kept samples only.
+{{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
 raw as (
@@ -9,7 +11,7 @@ raw as (
 ),
 
 kept as (
-    select * from {{ ref('stg_dcgm__samples') }}
+    select * from {{ ref('int_dcgm_samples') }}
     where conflicting
 ),
 
@@ -28,7 +30,8 @@ final as (
         max(raw.value) as max_value,
         count(*) - count(raw.value) as null_copies,
         kept.value as kept_value,
-        kept.landed_file_id as kept_landed_file_id
+        kept.landed_file_id as kept_landed_file_id,
+        kept.sampled_date
     from kept
     inner join raw
         on raw.host = kept.node

@@ -4,12 +4,36 @@
 -- first known sample of a series is kept with is_first_observation = true: it happened before
 -- observation began (or before a gap), so its time is unknown; count events with `not
 -- is_first_observation`. The same code raised twice in a row cannot be seen (the gauge does not change).
+-- Built by day (docs/incremental.md): a day's first sample of a series takes its previous known code from the
+-- samples of earlier days (however old), so a day built alone equals a full build's.
+{{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
-samples as (
+xid_samples as (
     select cluster, node, gpu_uuid, gpu_index, gpu_instance, sampled_at, value
-    from {{ ref('stg_dcgm__samples') }}
+    from {{ ref('int_dcgm_samples').render() }}
     where field = 'DCGM_FI_DEV_XID_ERRORS' and value is not null
+),
+
+samples as (
+    select *, true as in_batch from xid_samples
+    where {{ in_batch('sampled_at') }}
+),
+
+earlier as (
+    -- the last known code of each series before this day
+    select
+        cluster,
+        node,
+        gpu_uuid,
+        gpu_index,
+        gpu_instance,
+        max(sampled_at) as sampled_at,
+        max_by(value, sampled_at) as value,
+        false as in_batch
+    from xid_samples
+    where {{ before_batch('sampled_at') }}
+    group by cluster, node, gpu_uuid, gpu_index, gpu_instance
 ),
 
 ordered as (
@@ -17,7 +41,11 @@ ordered as (
         *,
         lag(value) over series as previous_code,
         lag(sampled_at) over series as previous_sampled_at
-    from samples
+    from (
+        select * from samples
+        union all
+        select * from earlier
+    ) as series_samples
     window series as (partition by node, gpu_uuid, gpu_index, gpu_instance order by sampled_at)
 ),
 
@@ -32,9 +60,10 @@ final as (
         sampled_at,
         cast(previous_code as integer) as previous_code,
         cast(value as integer) as xid,
-        previous_code is null as is_first_observation
+        previous_code is null as is_first_observation,
+        cast(sampled_at as date) as sampled_date
     from ordered
-    where value <> 0 and (previous_code is null or value <> previous_code)
+    where in_batch and value <> 0 and (previous_code is null or value <> previous_code)
 )
 
 select * from final

@@ -4,7 +4,8 @@
 -- (seed nvidia_smi_dcgm_fields); the others are kept as nvsmi:<field> in their own unit. Text-only
 -- nvidia-smi values (P0, Enabled, versions) are not samples and stay in stg_nvidia_smi__samples.
 -- NULL value: unknown (never 0). gpu_instance: MIG instance, NULL for the whole GPU (nvidia-smi
--- reports whole GPUs only).
+-- reports whole GPUs only). Built by day (docs/incremental.md); sampled_date is the day.
+{{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
 dcgm as (
@@ -19,8 +20,9 @@ dcgm as (
         samples.value,
         fields.unit,
         samples.sampled_at,
-        'dcgm' as source
-    from {{ ref('stg_dcgm__samples') }} as samples
+        'dcgm' as source,
+        samples.sampled_date
+    from {{ ref('int_dcgm_samples') }} as samples
     left join {{ ref('dcgm_fields') }} as fields
         on samples.field = fields.field
 ),
@@ -41,7 +43,8 @@ nvidia_smi as (
             when samples.section like '%dmon' then 'nvidia_smi_dmon'
             when samples.section = 'exporter' then 'nvidia_gpu_exporter'
             else 'nvidia_smi'
-        end as source
+        end as source,
+        cast(samples.sampled_at as date) as sampled_date
     from {{ ref('stg_nvidia_smi__samples') }} as samples
     left join {{ ref('nvidia_smi_dcgm_fields') }} as mapped
         on samples.field = mapped.nvidia_smi_field

@@ -1,0 +1,152 @@
+"""Incremental dbt build on `fleet-1k`: a full build of D days, then one more day landed and built incrementally.
+
+Steps, on one data home (docs/incremental.md):
+
+  simulate   perfwh simulate --scenario fleet-1k --days D+1 into a side folder; days 1..D are landed
+  ingest     perfwh build --select group:raw                       (not part of the dbt figures)
+  full       dbt build <window of lib.incremental.plan_window>     (first build: every day, --full-refresh)
+  land       day D+1, then perfwh build --select group:raw
+  day        dbt build <window>                                    (incremental: day D+1 and the lookback before it)
+  day, L=0   dbt build again with lookback 0 and nothing new       (day D+1 alone: the floor of an added day)
+
+Each dbt build runs with one thread, so that its wall time splits exactly into model time (Σ execution_time of the
+models in run_results.json, the incremental (microbatch) models apart), data-test time (Σ of the tests) and fixed dbt
+overhead (wall − models − tests: start-up, parse, on-run-start, connections, the DAG walk). Ratios are printed against
+the full build, the baseline measured in the same run. The goal (issue 6): a day's model time at most a tenth of the
+full build's.
+
+Run: `.venv/bin/python bench/bench_incremental.py [--days 7] [--seed 1] [--lookback 2] [--work /tmp/perfwh-incremental]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from perf_assets.lib.build import prepare_dbt_manifest  # noqa: E402
+from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build  # noqa: E402
+from perf_assets.lib.paths import DBT_PROJECT_DIR, DataHome  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def run(command: list[str], env: dict, log: Path) -> float:
+    with open(log, "ab") as out:
+        out.write(f"\n$ {' '.join(command)}\n".encode())
+        out.flush()
+        started = time.perf_counter()
+        subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, check=True)
+        return time.perf_counter() - started
+
+
+def land(simulated: DataHome, home: DataHome, last_day: str, held_back: bool) -> int:
+    """Copy the simulated landing files: all but last_day's (held_back False), or only last_day's (True)."""
+    count = 0
+    for path in sorted(simulated.landing.rglob("*")):
+        relative = path.relative_to(simulated.landing)
+        if path.is_file() and (last_day in relative.parts) == held_back:
+            (home.landing / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, home.landing / relative)
+            count += 1
+    return count
+
+
+def dbt_build(home: DataHome, env: dict, log: Path, target: Path, lookback: int) -> dict:
+    """One dbt build over plan_window's days, timed and split; records the build like the Dagster asset does."""
+    fingerprint = project_fingerprint(DBT_PROJECT_DIR / "target" / "manifest.json")
+    window = plan_window(home, fingerprint, lookback=lookback)
+    command = [str(BIN / "dbt"), "build", "--threads", "1", *window.dbt_args()]
+    command += ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
+    command += ["--target-path", str(target), "--log-path", str(target / "logs")]
+    wall = run(command, env, log)
+    record_build(home, window, fingerprint)
+    results = json.loads((target / "run_results.json").read_text())["results"]
+    manifest = json.loads((target / "manifest.json").read_text())["nodes"]
+
+    def is_microbatch(unique_id: str) -> bool:
+        return manifest[unique_id]["config"].get("incremental_strategy") == "microbatch"
+
+    models = [r for r in results if r["unique_id"].startswith("model.")]
+    model_s = sum(r["execution_time"] for r in models)
+    microbatch_s = sum(r["execution_time"] for r in models if is_microbatch(r["unique_id"]))
+    test_s = sum(r["execution_time"] for r in results if r["unique_id"].startswith("test."))
+    slowest = sorted(models, key=lambda r: -r["execution_time"])[:8]
+    return {
+        "window": window.describe(),
+        "wall_s": wall,
+        "model_s": model_s,
+        "microbatch_model_s": microbatch_s,
+        "table_model_s": model_s - microbatch_s,
+        "test_s": test_s,
+        "overhead_s": wall - model_s - test_s,
+        "slowest": [(r["unique_id"].split(".")[-1], round(r["execution_time"], 2)) for r in slowest],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=int, default=7, help="days of the full build (one more is added)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lookback", type=int, default=2, help="PERFWH_INCREMENTAL_LOOKBACK_DAYS")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/perfwh-incremental"))
+    args = parser.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    simulated, home = DataHome(args.work / "simulated").ensure(), DataHome(args.work / "home").ensure()
+    log = args.work / "bench.log"
+    env = dict(os.environ, PERFWH_INCREMENTAL_LOOKBACK_DAYS=str(args.lookback), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    prepare_dbt_manifest()
+
+    simulate_s = run(
+        [str(BIN / "perfwh"), "simulate", "--data-dir", str(simulated.root), "--scenario", "fleet-1k"]
+        + ["--seed", str(args.seed), "--days", str(args.days + 1)],
+        env,
+        log,
+    )
+    days = sorted({p.name for p in simulated.landing.glob("*/*/????-??-??")})
+    last_day = days[-1]
+    ingest = [str(BIN / "perfwh"), "build", "--quiet", "--data-dir", str(home.root), "--select", "group:raw"]
+    landed = land(simulated, home, last_day, held_back=False)
+    ingest_s = run(ingest, env, log)
+    full = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_full", args.lookback)
+    added = land(simulated, home, last_day, held_back=True)
+    ingest_day_s = run(ingest, env, log)
+    day = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_day", args.lookback)
+    day_alone = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_day_alone", 0)
+
+    print(
+        f"fleet-1k seed {args.seed}: {args.days} days ({days[0]} to {days[-2]}) + {last_day}, lookback {args.lookback}"
+    )
+    print(
+        f"simulate {simulate_s:.1f} s; ingest {landed} files {ingest_s:.1f} s, then {added} files {ingest_day_s:.1f} s"
+    )
+    print(f"{'':22}{'full build (baseline)':>24}{'one added day':>16}{'ratio':>8}{'the day alone':>16}{'ratio':>8}")
+    for key, label in (
+        ("wall_s", "wall"),
+        ("model_s", "model time"),
+        ("microbatch_model_s", "  incremental models"),
+        ("table_model_s", "  table models"),
+        ("test_s", "data tests"),
+        ("overhead_s", "fixed dbt overhead"),
+    ):
+        ratio = day[key] / full[key] if full[key] > 0 else float("nan")
+        alone = day_alone[key] / full[key] if full[key] > 0 else float("nan")
+        print(f"{label:22}{full[key]:>22.1f} s{day[key]:>14.1f} s{ratio:>7.2f}x{day_alone[key]:>14.1f} s{alone:>7.2f}x")
+    print(f"full: {full['window']}\nday:  {day['window']}\nday alone: {day_alone['window']}")
+    print(f"slowest models, full: {full['slowest']}\nslowest models, day:  {day['slowest']}")
+    goal = day["model_s"] <= 0.1 * full["model_s"]
+    print(f"goal (a day's model time <= 0.1x the full build's): {'met' if goal else 'NOT met'}")
+    (args.work / "result.json").write_text(json.dumps({"full": full, "day": day, "day_alone": day_alone}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+{#- Incremental models by day (docs/incremental.md): dbt microbatch, one batch per UTC day of `event_time`. A build
+    reprocesses the days it is given (perfwh passes --event-time-start/--event-time-end: the new days, the last
+    `incremental_lookback_days` before them and every day a late file landed for); without them dbt takes the last
+    `incremental_lookback_days` days before now. DuckDB deletes and inserts each batch's days; Spark overwrites the
+    batch's partitions (partition_date, a DATE column of the batch's day: dbt-spark requires partition_by).
+    Batches run one after the other. Do not read earlier days from {{ this }} behind is_incremental(): under
+    --full-refresh dbt compiles every batch with is_incremental() false; read them from an upstream table instead. -#}
+{% macro daily_microbatch_config(event_time, partition_date) -%}
+    {{ config(
+        materialized='incremental',
+        incremental_strategy='microbatch',
+        event_time=event_time,
+        batch_size='day',
+        lookback=var('incremental_lookback_days', 2),
+        begin=var('incremental_begin', '2024-01-01'),
+        partition_by=[partition_date],
+        concurrent_batches=false,
+    ) }}
+{%- endmacro %}
+
+{#- A predicate keeping the rows of `column` (a timestamp or date) inside the day batch being built; `true` outside a
+    microbatch run. For inputs dbt does not filter by itself (no event_time, or read with .render()). -#}
+{% macro in_batch(column) -%}
+    {%- set batch = model.get('batch') if model is mapping else none -%}
+    {%- if batch and batch.get('event_time_start') and batch.get('event_time_end') -%}
+        {{ column }} >= '{{ batch.event_time_start }}' and {{ column }} < '{{ batch.event_time_end }}'
+    {%- else -%}
+        true
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Rows of `column` strictly before the batch being built (all rows outside a microbatch run: nothing is before). -#}
+{% macro before_batch(column) -%}
+    {%- set batch = model.get('batch') if model is mapping else none -%}
+    {%- if batch and batch.get('event_time_start') -%}
+        {{ column }} < '{{ batch.event_time_start }}'
+    {%- else -%}
+        false
+    {%- endif -%}
+{%- endmacro %}

@@ -1,0 +1,173 @@
+"""The day window of a dbt build for the incremental (microbatch) models (docs/incremental.md).
+
+dbt rebuilds a microbatch model one UTC day at a time, over the days it is told (`--event-time-start/--event-time-end`).
+This module decides them from the lake, so that a build reprocesses exactly what may have changed:
+
+* the first build of a warehouse, a build after the dbt project changed, or one asked for (`full_refresh`): every day
+  of the lake, with `--full-refresh`;
+* otherwise: from the earliest of (the last lake day − `lookback_days`) and every day a new or rewritten lake file
+  belongs to (a late file for an old day), up to the last lake day.
+
+What the warehouse has seen is a small JSON state file beside it, written only after a build of every incremental
+model succeeded: the lake files (path, size, mtime) and a fingerprint of the dbt project. Plain functions, no Dagster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+from perf_assets.lib.paths import DataHome
+
+STATE_FILE = "incremental_state.json"
+DEFAULT_LOOKBACK_DAYS = 2
+LOOKBACK_ENV = "PERFWH_INCREMENTAL_LOOKBACK_DAYS"
+_DAY_FOLDER = re.compile(r"^event_date=(\d{4}-\d{2}-\d{2})$")
+
+
+@dataclass(frozen=True)
+class BuildWindow:
+    """The days [start, end) the incremental models rebuild, and whether everything is rebuilt from scratch."""
+
+    start: date
+    end: date
+    full_refresh: bool
+    reason: str
+    lake_files: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days
+
+    def dbt_args(self) -> list[str]:
+        args = ["--event-time-start", self.start.isoformat(), "--event-time-end", self.end.isoformat()]
+        return [*args, "--full-refresh"] if self.full_refresh else args
+
+    def describe(self) -> str:
+        kind = "full refresh" if self.full_refresh else "incremental"
+        return f"{kind}: days {self.start} to {self.end - timedelta(days=1)} ({self.days} day(s); {self.reason})"
+
+
+def lookback_days() -> int:
+    """Days before the last lake day that every incremental build reprocesses (PERFWH_INCREMENTAL_LOOKBACK_DAYS)."""
+    raw = os.environ.get(LOOKBACK_ENV, "")
+    if not raw:
+        return DEFAULT_LOOKBACK_DAYS
+    if not raw.isdigit():
+        raise ValueError(f"{LOOKBACK_ENV} must be a whole number of days >= 0, not {raw!r}")
+    return int(raw)
+
+
+def lake_files(lake_raw: Path) -> dict[str, list[int]]:
+    """Every Parquet file of the lake's day folders: relative path -> [size, mtime_ns]."""
+    files: dict[str, list[int]] = {}
+    if not lake_raw.is_dir():
+        return files
+    for table in sorted(lake_raw.iterdir()):
+        if not table.is_dir():
+            continue
+        for day in table.iterdir():
+            if not _DAY_FOLDER.match(day.name):
+                continue
+            for path in day.rglob("*.parquet"):
+                stat = path.stat()
+                files[str(path.relative_to(lake_raw))] = [stat.st_size, stat.st_mtime_ns]
+    return files
+
+
+def _day_of(relative_path: str) -> date:
+    return date.fromisoformat(_DAY_FOLDER.match(Path(relative_path).parts[1]).group(1))
+
+
+def project_fingerprint(manifest_path: Path) -> str:
+    """A hash of the dbt project's models, seeds, snapshots and macros as parsed (manifest.json): when it changes, the
+    incremental tables may hold rows computed by other SQL, so the next build is a full refresh."""
+    manifest = json.loads(manifest_path.read_text())
+    digest = hashlib.sha256()
+    for unique_id, node in sorted(manifest.get("nodes", {}).items()):
+        if node.get("resource_type") in ("model", "seed", "snapshot"):
+            digest.update(f"{unique_id}={node.get('checksum', {}).get('checksum')}\n".encode())
+    for unique_id, macro in sorted(manifest.get("macros", {}).items()):
+        if macro.get("package_name") == manifest.get("metadata", {}).get("project_name", "perf_warehouse"):
+            digest.update(f"{unique_id}={hashlib.sha256(macro.get('macro_sql', '').encode()).hexdigest()}\n".encode())
+    for name, value in sorted((manifest.get("metadata", {}).get("vars") or {}).items()):
+        digest.update(f"var {name}={value!r}\n".encode())
+    return digest.hexdigest()
+
+
+def _lake_days(files: dict[str, list[int]]) -> set[date]:
+    """The days of the lake's files; today (UTC) alone when it has none, so that dbt never batches from `begin`
+    (2024-01-01) to now, hundreds of empty days."""
+    return {_day_of(path) for path in files} or {datetime.now(timezone.utc).date()}
+
+
+def every_lake_day_args(home: DataHome) -> list[str]:
+    """dbt's --event-time-start/--event-time-end over every day of the lake, for a plain `dbt run` or `dbt build`
+    outside perfwh (e.g. on Spark)."""
+    days = _lake_days(lake_files(home.lake_raw))
+    return [
+        "--event-time-start",
+        min(days).isoformat(),
+        "--event-time-end",
+        (max(days) + timedelta(days=1)).isoformat(),
+    ]
+
+
+def _state_path(home: DataHome) -> Path:
+    return home.warehouse_dir / STATE_FILE
+
+
+def read_state(home: DataHome) -> dict | None:
+    path = _state_path(home)
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("lake_files"), dict) else None
+
+
+def plan_window(
+    home: DataHome, fingerprint: str, full_refresh: bool = False, lookback: int | None = None
+) -> BuildWindow:
+    """The days the next dbt build rebuilds (today alone while the lake has no day)."""
+    lookback = lookback_days() if lookback is None else lookback
+    files = lake_files(home.lake_raw)
+    days = _lake_days(files)
+    first, last = min(days), max(days)
+    end = last + timedelta(days=1)
+    state = read_state(home)
+    reason = ""
+    if full_refresh:
+        reason = "asked for"
+    elif state is None or not home.warehouse_db.exists():
+        reason = "no earlier incremental build in this warehouse"
+    elif state.get("fingerprint") != fingerprint:
+        reason = "the dbt project changed since the last build"
+    if reason:
+        return BuildWindow(first, end, True, reason, files)
+    seen = state["lake_files"]
+    late = sorted({_day_of(path) for path, stat in files.items() if seen.get(path) != stat})
+    start = max(first, min([last - timedelta(days=lookback), *late]))
+    old = [day for day in late if day < last - timedelta(days=lookback)]
+    reason = f"lookback {lookback} day(s)" + (f"; late files for {', '.join(map(str, old))}" if old else "")
+    return BuildWindow(start, end, False, reason, files)
+
+
+def record_build(home: DataHome, window: BuildWindow, fingerprint: str) -> Path:
+    """Remember what the warehouse has seen, after a build of every incremental model over `window` succeeded."""
+    path = _state_path(home)
+    state = {
+        "fingerprint": fingerprint,
+        "window": [window.start.isoformat(), window.end.isoformat()],
+        "full_refresh": window.full_refresh,
+        "lake_files": window.lake_files,
+    }
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(state, sort_keys=True))
+    temporary.replace(path)
+    return path

@@ -1,0 +1,191 @@
+"""Incremental dbt models (docs/incremental.md): which days a build rebuilds, and that a late file for an old day ends
+in the same warehouse as a full rebuild."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from perf_assets.lib.engine_equivalence import ABS_TOL, REL_TOL, compare_frames, duckdb_table_frame
+from perf_assets.lib.incremental import (
+    every_lake_day_args,
+    lake_files,
+    plan_window,
+    project_fingerprint,
+    read_state,
+    record_build,
+)
+from perf_assets.lib.paths import DataHome
+
+WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
+
+
+def _lake(root: Path, days_by_table: dict[str, list[str]]) -> DataHome:
+    home = DataHome(root).ensure()
+    for table, days in days_by_table.items():
+        for day in days:
+            folder = home.lake_raw / table / f"event_date={day}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{table}-{day}.parquet").write_bytes(b"PAR1")
+    (home.lake_raw / "raw_dcgm" / "_schema").mkdir(parents=True, exist_ok=True)
+    (home.lake_raw / "raw_dcgm" / "_schema" / "empty.parquet").write_bytes(b"PAR1")  # not a day: ignored
+    home.warehouse_db.write_bytes(b"")
+    return home
+
+
+def test_first_build_is_a_full_refresh_over_every_lake_day(tmp_path):
+    home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01", "2026-11-02"], "raw_sacct": ["2026-10-30"]})
+    window = plan_window(home, "v1", lookback=2)
+    assert (window.start, window.end, window.full_refresh) == (date(2026, 10, 30), date(2026, 11, 3), True)
+    assert window.dbt_args() == ["--event-time-start", "2026-10-30", "--event-time-end", "2026-11-03", "--full-refresh"]
+    assert len(window.lake_files) == 3  # the _schema file is no day
+
+
+def test_an_incremental_build_takes_the_lookback_and_every_day_a_file_landed_for(tmp_path):
+    days = [f"2026-11-{d:02d}" for d in range(1, 11)]
+    home = _lake(tmp_path, {"raw_dcgm": days, "raw_sacct": days})
+    record_build(home, plan_window(home, "v1", lookback=2), "v1")
+
+    nothing_new = plan_window(home, "v1", lookback=2)
+    assert (nothing_new.start, nothing_new.end, nothing_new.full_refresh) == (
+        date(2026, 11, 8),
+        date(2026, 11, 11),
+        False,
+    )
+
+    # a new day, and a late file for a day far behind the lookback
+    for table, day in (("raw_dcgm", "2026-11-11"), ("raw_sacct", "2026-11-03")):
+        (home.lake_raw / table / f"event_date={day}").mkdir(exist_ok=True)
+        (home.lake_raw / table / f"event_date={day}" / "late.parquet").write_bytes(b"PAR1")
+    window = plan_window(home, "v1", lookback=2)
+    assert (window.start, window.end, window.full_refresh) == (date(2026, 11, 3), date(2026, 11, 12), False)
+    assert "late files for 2026-11-03" in window.reason
+
+    assert plan_window(home, "v2", lookback=2).full_refresh  # the dbt project changed: its tables may be stale
+    assert plan_window(home, "v1", full_refresh=True, lookback=2).full_refresh
+    home.warehouse_db.unlink()
+    assert plan_window(home, "v1", lookback=2).full_refresh  # the warehouse is gone
+
+
+def test_a_rewritten_file_counts_as_late(tmp_path):
+    home = _lake(tmp_path, {"raw_dcgm": [f"2026-11-{d:02d}" for d in range(1, 11)]})
+    record_build(home, plan_window(home, "v1", lookback=0), "v1")
+    (home.lake_raw / "raw_dcgm" / "event_date=2026-11-02" / "raw_dcgm-2026-11-02.parquet").write_bytes(
+        b"PAR1 compacted"
+    )
+    window = plan_window(home, "v1", lookback=0)
+    assert (window.start, window.end) == (date(2026, 11, 2), date(2026, 11, 11))
+
+
+def test_the_fingerprint_follows_the_models(tmp_path, dbt_manifest):
+    manifest = json.loads(dbt_manifest.read_text())
+    assert project_fingerprint(dbt_manifest) == project_fingerprint(dbt_manifest)
+    node = next(n for n in manifest["nodes"].values() if n["name"] == "int_dcgm_node_days")
+    node["checksum"]["checksum"] = "changed"
+    changed = tmp_path / "manifest.json"
+    changed.write_text(json.dumps(manifest))
+    assert project_fingerprint(changed) != project_fingerprint(dbt_manifest)
+
+
+def _copy_landing(source: DataHome, target: DataHome, keep) -> list[Path]:
+    copied = []
+    for path in sorted(source.landing.rglob("*")):
+        relative = path.relative_to(source.landing)
+        if path.is_file() and keep(relative):
+            (target.landing / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target.landing / relative)
+            copied.append(relative)
+    return copied
+
+
+def _dbt_tables(home: DataHome) -> dict[tuple[str, str], object]:
+    with duckdb.connect(str(home.warehouse_db), read_only=True) as con:
+        names = con.execute(
+            "select table_schema, table_name from information_schema.tables "
+            "where table_type = 'BASE TABLE' and table_schema in ('intermediate', 'main') order by all"
+        ).fetchall()
+    return {name: duckdb_table_frame(home.warehouse_db, *name) for name in names}
+
+
+def _node_day_samples(home: DataHome, node: str, day: str) -> int:
+    with duckdb.connect(str(home.warehouse_db), read_only=True) as con:
+        row = con.execute(
+            "select coalesce(sum(dcgm_gpu_util_samples), 0) from intermediate.int_dcgm_node_days "
+            "where node = ? and metric_date = ?",
+            [node, day],
+        ).fetchone()
+    return int(row[0])
+
+
+@pytest.mark.slow
+def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifest, monkeypatch):
+    """Land day 1 of the demo fleet without one node's DCGM export, build; land day 2 and the late day-1 file, build
+    incrementally with no lookback (only the late-file rule rebuilds day 1); then a full refresh of the same lake:
+    every intermediate and mart table is the same. ~2 min on 2 shared cores (three builds of a 2-day, 64-GPU fleet)."""
+    from perf_assets.lib.build import build
+    from perf_assets.lib.simulate import simulate
+    from perf_assets.lib.simulate.scenario import DCGM_EXTRA_FIELDS, get_scenario
+
+    monkeypatch.setenv("PERFWH_INCREMENTAL_LOOKBACK_DAYS", "0")
+    simulated = DataHome(tmp_path / "simulated").ensure()
+    demo = get_scenario("demo")  # with every DCGM field the simulator knows: the THERMAL_VIOLATION counter too
+    simulate(simulated, scenario=dataclasses.replace(demo, dcgm_fields=demo.dcgm_fields + DCGM_EXTRA_FIELDS), days=2)
+    late_file = Path("dcgm/alpha/2026-11-01/alpha-n02__-__-__20261101T000000Z.json")
+    assert (simulated.landing / late_file).is_file()
+
+    home = DataHome(tmp_path / "home").ensure()
+    first = _copy_landing(simulated, home, lambda p: p != late_file and "2026-11-02" not in str(p))
+    assert first and build(home, selection=WAREHOUSE_ASSETS)
+    assert read_state(home)["full_refresh"] is True
+    without_late = _node_day_samples(home, "alpha-n02", "2026-11-01")
+
+    rest = _copy_landing(simulated, home, lambda p: p == late_file or "2026-11-02" in str(p))
+    assert late_file in rest and len(rest) > 1
+    assert build(home, selection=WAREHOUSE_ASSETS)
+    state = read_state(home)
+    assert state["window"] == ["2026-11-01", "2026-11-03"] and state["full_refresh"] is False
+    assert state["lake_files"] == lake_files(home.lake_raw)
+    assert _node_day_samples(home, "alpha-n02", "2026-11-01") > without_late  # the late file's samples are in
+    with duckdb.connect(str(home.warehouse_db), read_only=True) as con:  # counter deltas cross the day boundary
+        assert (
+            con.execute(
+                "select count(*) from intermediate.int_dcgm_counter_deltas "
+                "where sampled_date = date '2026-11-02' and previous_sampled_at < timestamptz '2026-11-02 00:00:00+00'"
+            ).fetchone()[0]
+            > 0
+        )
+    incremental = _dbt_tables(home)
+
+    assert build(home, selection=WAREHOUSE_ASSETS, full_refresh=True)
+    assert read_state(home)["full_refresh"] is True
+    rebuilt = _dbt_tables(home)
+    assert incremental.keys() == rebuilt.keys() and ("intermediate", "int_dcgm_samples") in rebuilt
+    problems = []
+    for name, frame in rebuilt.items():
+        problems += compare_frames(".".join(name), incremental[name], frame, rel_tol=REL_TOL, abs_tol=ABS_TOL).problems
+    assert not problems, "\n".join(problems[:20])
+    assert sum(len(frame) for frame in rebuilt.values()) > 10_000
+
+
+def test_full_refresh_is_asked_of_the_dbt_assets_only_when_they_run(dbt_manifest):
+    from perf_assets.definitions import defs
+    from perf_assets.lib.build import _full_refresh_config
+
+    definitions = defs()
+    assert _full_refresh_config(definitions, WAREHOUSE_ASSETS) == {
+        "ops": {"warehouse_dbt_models": {"config": {"full_refresh": True}}}
+    }
+    assert _full_refresh_config(definitions, "group:raw") is None  # ingest only: no dbt op to configure
+
+
+def test_an_empty_lake_builds_today_only(tmp_path):
+    home = DataHome(tmp_path).ensure()
+    window = plan_window(home, "v1", lookback=2)
+    assert window.days == 1 and window.full_refresh  # never from `begin` (2024-01-01) to now
+    assert every_lake_day_args(home) == window.dbt_args()[:4]
