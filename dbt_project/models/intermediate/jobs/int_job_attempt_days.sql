@@ -125,29 +125,9 @@ interval_days as (
     group by all
 ),
 
-attempt_steps as (
-    select
-        attempts.attempt as job_attempt,
-        steps.*,
-        steps.duration_s - steps.ckpt_save_s - steps.custom_blocking_s as net_s,
-        row_number() over (partition by steps.job_id, attempts.attempt order by steps.step_start_at) as step_rank,
-        count(*) over (partition by steps.job_id, attempts.attempt) as attempt_steps
-    from {{ ref('int_job_steps') }} as steps
-    inner join attempts
-        on steps.job_id = attempts.job_id
-        and steps.step_start_at >= attempts.start_at
-        and steps.step_start_at < attempts.end_at
-),
-
 first_step_excess as (
-    select
-        *,
-        -- Google's PROGRAM_STARTUP: the first step's time beyond the mean of the attempt's other steps
-        case when step_rank = 1 and is_retained and attempt_steps > 1 then
-            greatest(0, least(productive_s,
-                net_s - (sum(net_s) over (partition by job_id, job_attempt) - net_s) / (attempt_steps - 1)))
-            else 0 end as program_startup_s
-    from attempt_steps
+    -- steps with their attempt and Google's PROGRAM_STARTUP (the first step's excess), int_job_attempt_steps
+    select * from {{ ref('int_job_attempt_steps') }}
 ),
 
 step_days as (

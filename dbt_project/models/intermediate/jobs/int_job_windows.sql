@@ -21,13 +21,15 @@ job_meta as (
     select * from {{ ref('stg_job_meta__jobs') }}
 ),
 
-attempt_steps as (
+first_step_excess as (
+    -- steps with their attempt and the first-step excess of the job lens (int_job_attempt_steps), taken out of
+    -- productive time
     select
         attempts.cluster,
         attempts.sku,
         attempts.gpus,
         attempts.peak_flops_dense,
-        attempts.attempt as job_attempt,
+        steps.job_attempt,
         steps.job_id,
         steps.step,
         steps.step_start_at,
@@ -35,25 +37,14 @@ attempt_steps as (
         steps.duration_s,
         steps.productive_s,
         steps.is_retained,
-        steps.duration_s - steps.ckpt_save_s - steps.custom_blocking_s as net_s,
-        row_number() over (partition by steps.job_id, attempts.attempt order by steps.step_start_at) as step_rank,
-        count(*) over (partition by steps.job_id, attempts.attempt) as attempt_steps
-    from {{ ref('int_job_steps') }} as steps
+        steps.net_s,
+        steps.step_rank,
+        steps.attempt_steps,
+        steps.program_startup_s
+    from {{ ref('int_job_attempt_steps') }} as steps
     inner join attempts
         on steps.job_id = attempts.job_id
-        and steps.step_start_at >= attempts.start_at
-        and steps.step_start_at < attempts.end_at
-),
-
-first_step_excess as (
-    -- the first-step excess of int_job_attempt_days (Google's PROGRAM_STARTUP), taken out of productive time
-    select
-        *,
-        case when step_rank = 1 and is_retained and attempt_steps > 1 then
-            greatest(0, least(productive_s,
-                net_s - (sum(net_s) over (partition by job_id, job_attempt) - net_s) / (attempt_steps - 1)))
-            else 0 end as program_startup_s
-    from attempt_steps
+        and steps.job_attempt = attempts.attempt
 ),
 
 retained as (
