@@ -54,12 +54,18 @@
 {%- endmacro %}
 
 {#- The spine's factors as Σnumerator/Σdenominator of the columns above (never a mean of ratios). -#}
-{% macro capacity_factors() -%}
-        {{ safe_divide('available_pfs', 'installed_pfs') }} as availability,
-        {{ safe_divide('allocated_pfs', 'available_pfs') }} as allocation,
-        {{ safe_divide('productive_pfs', 'allocated_pfs') }} as runtime_goodput,
-        {{ safe_divide('useful_flop', 'productive_pfs') }} as program_goodput,
-        {{ safe_divide('useful_flop', 'installed_pfs') }} as goodput
+{#- display=true rounds them when the var attribution_display_digits is set (unit tests only). -#}
+{% macro capacity_factors(display=false) -%}
+    {%- set factors = {
+        'availability': safe_divide('available_pfs', 'installed_pfs'),
+        'allocation': safe_divide('allocated_pfs', 'available_pfs'),
+        'runtime_goodput': safe_divide('productive_pfs', 'allocated_pfs'),
+        'program_goodput': safe_divide('useful_flop', 'productive_pfs'),
+        'goodput': safe_divide('useful_flop', 'installed_pfs'),
+    } -%}
+    {%- for name, expression in factors.items() %}
+        {{ attribution_display(expression) if display else expression }} as {{ name }}{{ ',' if not loop.last }}
+    {%- endfor %}
 {%- endmacro %}
 
 {#- Companion nodes outside the identity (metric_tree.md §2.2), rolled up from int_companion_gpu_days:

@@ -42,7 +42,7 @@ final as (
     select
         *,
         coverage_program_goodput as coverage_goodput,
-        {{ capacity_factors() }},
+        {{ capacity_factors(display=true) }},
         {{ goodput_h100_equivalent() }}
     from with_useful
 )
