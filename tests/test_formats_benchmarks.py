@@ -512,7 +512,7 @@ def benchmark_warehouse(benchmark_home, tmp_path_factory):
     home, _ = benchmark_home
     target = tmp_path_factory.mktemp("dbt_target")
     dbt = Path(sys.executable).parent / "dbt"
-    command = [str(dbt) if dbt.exists() else "dbt", "build", "--select", "+fct_nccl_test_runs+", "+fct_mlperf_runs+"]
+    command = [str(dbt) if dbt.exists() else "dbt", "build", "--select", "+fct_nccl_test_runs", "+fct_mlperf_runs"]
     command += ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
     command += ["--target-path", str(target), "--log-path", str(target)]
     done = subprocess.run(

@@ -23,6 +23,7 @@ def test_webserver_serves_the_lineage_from_raw_to_alerts(ui_server):
         "fct_cluster_day",
         "fct_node_day",
         "int_node_day_ledger",
+        "int_node_hour_ledger",
         "int_job_steps",
         "stg_step_events__events",
         "raw_step_events",
