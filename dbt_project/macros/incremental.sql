@@ -38,3 +38,22 @@
         false
     {%- endif -%}
 {%- endmacro %}
+
+{#- A series' samples inside the day batch (in_batch true) plus each series' last sample before it (in_batch false),
+    so a lag() over the union reaches back across midnight and a day built alone equals a full build. `relation` (a
+    CTE) must have exactly the columns series_columns, time_column, value_columns, in that order. -#}
+{% macro batch_with_last_before(relation, series_columns, time_column, value_columns) -%}
+    select *, true as in_batch from {{ relation }}
+    where {{ in_batch(time_column) }}
+    union all
+    select
+        {{ series_columns | join(', ') }},
+        max({{ time_column }}) as {{ time_column }},
+        {%- for column in value_columns %}
+        max_by({{ column }}, {{ time_column }}) as {{ column }},
+        {%- endfor %}
+        false as in_batch
+    from {{ relation }}
+    where {{ before_batch(time_column) }}
+    group by {{ series_columns | join(', ') }}
+{%- endmacro %}

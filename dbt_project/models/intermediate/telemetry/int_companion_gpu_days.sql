@@ -88,13 +88,7 @@ power_samples as (
 power_series as (
     -- the batch's samples, plus each GPU's last sample before the batch (built by day: the interval that
     -- crosses midnight belongs to the day of its end, exactly as in a build of all days at once)
-    select gpu_uuid, sampled_at, power_w, true as in_batch from power_samples
-    where {{ in_batch('sampled_at') }}
-    union all
-    select gpu_uuid, max(sampled_at) as sampled_at, max_by(power_w, sampled_at) as power_w, false as in_batch
-    from power_samples
-    where {{ before_batch('sampled_at') }}
-    group by gpu_uuid
+    {{ batch_with_last_before('power_samples', ['gpu_uuid'], 'sampled_at', ['power_w']) }}
 ),
 
 power_intervals as (

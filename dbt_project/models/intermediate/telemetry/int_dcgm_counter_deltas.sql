@@ -30,27 +30,9 @@ counter_samples as (
     where samples.value is not null
 ),
 
-samples as (
-    select *, true as in_batch from counter_samples
-    where {{ in_batch('sampled_at') }}
-),
-
-earlier as (
-    -- the last known sample of each series before this day
-    select
-        cluster,
-        node,
-        gpu_uuid,
-        gpu_index,
-        gpu_instance,
-        field,
-        unit,
-        max(sampled_at) as sampled_at,
-        max_by(value, sampled_at) as value,
-        false as in_batch
-    from counter_samples
-    where {{ before_batch('sampled_at') }}
-    group by cluster, node, gpu_uuid, gpu_index, gpu_instance, field, unit
+series_samples as (
+    -- the day's samples and the last known sample of each series before this day
+    {{ batch_with_last_before('counter_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance', 'field', 'unit'], 'sampled_at', ['value']) }}
 ),
 
 ordered as (
@@ -58,11 +40,7 @@ ordered as (
         *,
         lag(value) over series as previous_value,
         lag(sampled_at) over series as previous_sampled_at
-    from (
-        select * from samples
-        union all
-        select * from earlier
-    ) as series_samples
+    from series_samples
     window series as (partition by node, gpu_uuid, gpu_index, gpu_instance, field order by sampled_at)
 ),
 

@@ -15,25 +15,9 @@ xid_samples as (
     where field = 'DCGM_FI_DEV_XID_ERRORS' and value is not null
 ),
 
-samples as (
-    select *, true as in_batch from xid_samples
-    where {{ in_batch('sampled_at') }}
-),
-
-earlier as (
-    -- the last known code of each series before this day
-    select
-        cluster,
-        node,
-        gpu_uuid,
-        gpu_index,
-        gpu_instance,
-        max(sampled_at) as sampled_at,
-        max_by(value, sampled_at) as value,
-        false as in_batch
-    from xid_samples
-    where {{ before_batch('sampled_at') }}
-    group by cluster, node, gpu_uuid, gpu_index, gpu_instance
+series_samples as (
+    -- the day's samples and the last known code of each series before this day
+    {{ batch_with_last_before('xid_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance'], 'sampled_at', ['value']) }}
 ),
 
 ordered as (
@@ -41,11 +25,7 @@ ordered as (
         *,
         lag(value) over series as previous_code,
         lag(sampled_at) over series as previous_sampled_at
-    from (
-        select * from samples
-        union all
-        select * from earlier
-    ) as series_samples
+    from series_samples
     window series as (partition by node, gpu_uuid, gpu_index, gpu_instance order by sampled_at)
 ),
 

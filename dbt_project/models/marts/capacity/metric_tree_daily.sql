@@ -228,41 +228,17 @@ measures as (
     )
 ),
 
-final as (
-    select
-        ----------  ids
-        numerators.grain,
-        numerators.entity_id,
-        nodes.node_id,
-        nodes.parent_node_id,
-        nodes.lens,
-        nodes.kind,
-        nodes.unit,
-        ----------  numerics
-        numerators.amount as numerator,
-        denominators.amount as denominator,
-        {{ safe_divide('numerators.amount', 'denominators.amount') }} as value,
-        coalesce(coverages.amount, 1.0) as coverage,
-        nodes.direction,
-        ----------  dates
-        numerators.metric_date
-    from nodes
-    inner join measures as numerators on numerators.measure = nodes.numerator
-    inner join measures as denominators
-        on denominators.measure = nodes.denominator
-        and denominators.grain = numerators.grain
-        and denominators.entity_id = numerators.entity_id
-        and denominators.metric_date = numerators.metric_date
-    left join measures as coverages
-        on coverages.measure = 'coverage_' || nodes.node_id
-        and coverages.grain = numerators.grain
-        and coverages.entity_id = numerators.entity_id
-        and coverages.metric_date = numerators.metric_date
-    where (numerators.grain <> 'job' or nodes.lens = 'job')
+{#- which nodes each grain carries -#}
+{%- set grain_rules -%}
+(numerators.grain <> 'job' or nodes.lens = 'job')
         and (numerators.grain <> 'node' or nodes.lens = 'capacity')
         and (numerators.grain <> 'gpu' or nodes.kind = 'companion')
         and (numerators.grain <> 'gpu' or nodes.node_id not in ('{{ entity_companion_nodes() | join("', '") }}'))
         and (numerators.grain <> 'node' or nodes.node_id not in ('{{ cluster_companion_nodes() | join("', '") }}'))
+{%- endset %}
+
+final as (
+    {{ metric_tree_rows(['metric_date'], ['metric_date'], where=grain_rules) }}
 )
 
 select * from final

@@ -74,36 +74,7 @@ measures as (
 ),
 
 final as (
-    select
-        ----------  ids
-        numerators.grain,
-        numerators.entity_id,
-        nodes.node_id,
-        nodes.parent_node_id,
-        nodes.lens,
-        nodes.kind,
-        nodes.unit,
-        ----------  numerics
-        numerators.amount as numerator,
-        denominators.amount as denominator,
-        {{ safe_divide('numerators.amount', 'denominators.amount') }} as value,
-        coalesce(coverages.amount, 1.0) as coverage,
-        nodes.direction,
-        ----------  dates and timestamps
-        numerators.metric_date,
-        numerators.hour_start_at
-    from nodes
-    inner join measures as numerators on numerators.measure = nodes.numerator
-    inner join measures as denominators
-        on denominators.measure = nodes.denominator
-        and denominators.grain = numerators.grain
-        and denominators.entity_id = numerators.entity_id
-        and denominators.hour_start_at = numerators.hour_start_at
-    left join measures as coverages
-        on coverages.measure = 'coverage_' || nodes.node_id
-        and coverages.grain = numerators.grain
-        and coverages.entity_id = numerators.entity_id
-        and coverages.hour_start_at = numerators.hour_start_at
+    {{ metric_tree_rows(['metric_date', 'hour_start_at'], ['hour_start_at']) }}
 )
 
 select * from final
