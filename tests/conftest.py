@@ -52,8 +52,17 @@ def demo_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, demo_dagster_home: Path) -> DataHome:
-    """The demo scenario (seed 7) simulated, then `perfwh build` once: ingest, dbt, detection, alerts."""
+def demo_home(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    dbt_manifest: Path,
+    demo_dagster_home: Path,
+) -> DataHome:
+    """The demo scenario (seed 7) simulated, then `perfwh build` once: ingest, dbt, detection, alerts.
+
+    When the session runs the Spark equivalence test, the demo's dbt run on Spark starts right after, in the
+    background at the lowest CPU priority (`spark_demo_build`), so that it uses the cycles the other tests leave
+    idle instead of adding its ~4 minutes to the session."""
     from perf_assets.lib.build import build
     from perf_assets.lib.simulate import simulate
 
@@ -64,7 +73,55 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, demo
         assert build(home), "the first build of the demo fleet failed"
     finally:
         os.environ.pop("DAGSTER_HOME", None)
+    if any(item.get_closest_marker("spark") for item in request.session.items):
+        _start_spark_demo_build(request, home, tmp_path_factory)
     return home
+
+
+SPARK_DEMO_RUN = pytest.StashKey[tuple]()
+
+
+def _start_spark_demo_build(request: pytest.FixtureRequest, home: DataHome, factory: pytest.TempPathFactory) -> None:
+    """dbt seed + run on Spark over a copy of the demo's lake (tests never change it, but a copy makes sure)."""
+    import shutil
+    import signal
+
+    from perf_assets.lib.engine_equivalence import spark_available, start_dbt_run_on_spark
+    from perf_assets.lib.incremental import every_lake_day_args
+
+    if spark_available():
+        return  # spark_demo_build says why, where it is asked for
+    spark_dir = factory.mktemp("spark")
+    lake_copy = data_home(spark_dir / "home")
+    shutil.copytree(home.root / "lake", lake_copy.root / "lake")
+    target = spark_dir / "dbt_target"
+    process = start_dbt_run_on_spark(lake_copy.root, spark_dir, target, tuple(every_lake_day_args(home)))
+    request.config.stash[SPARK_DEMO_RUN] = (process, spark_dir, target)
+
+    def stop() -> None:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    request.addfinalizer(stop)
+
+
+@pytest.fixture(scope="session")
+def spark_demo_build(request: pytest.FixtureRequest, demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory):
+    """(spark_dir, dbt target path) of the demo's models built on Spark: the background run started with the demo
+    fixture, waited for here; without Java or pyspark a skip (a failure under CI)."""
+    from perf_assets.lib.engine_equivalence import spark_available, wait_dbt_run_on_spark
+
+    why_not = spark_available()
+    if why_not:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Spark cannot run under CI: {why_not}")
+        pytest.skip(why_not)
+    if SPARK_DEMO_RUN not in request.config.stash:  # asked for by a test without the spark marker
+        _start_spark_demo_build(request, demo_home, tmp_path_factory)
+    process, spark_dir, target = request.config.stash[SPARK_DEMO_RUN]
+    wait_dbt_run_on_spark(process, spark_dir)
+    return spark_dir, target
 
 
 @pytest.fixture(scope="session")

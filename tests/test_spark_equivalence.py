@@ -5,12 +5,11 @@ over the same Parquet lake. Every model under models/marts is compared row by ro
 exact for integers, strings, booleans, dates, timestamps and lists (percentiles are exact on both engines: median /
 quantile_cont vs percentile), floats within 1e-9 relative or 1e-12 absolute. The incremental (microbatch) models
 build over every lake day on both (perfwh's first build; --event-time-start/--event-time-end on Spark).
-Costs ~4-6 min on 2 cores (the Spark run; the DuckDB build is the shared fixture).
+The Spark run (~4 min on 2 cores alone) starts in the background, at the lowest CPU priority, as soon as the
+shared demo fixture is built (tests/conftest.py, `spark_demo_build`), and this test waits for it.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -19,28 +18,17 @@ from perf_assets.lib.engine_equivalence import (
     ABS_TOL,
     REL_TOL,
     compare_frames,
-    dbt_run_on_spark,
     duckdb_table_frame,
     mart_models,
-    spark_available,
     spark_table_frame,
 )
-from perf_assets.lib.incremental import every_lake_day_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def spark_build(demo_home, tmp_path_factory):
-    why_not = spark_available()
-    if why_not:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Spark cannot run under CI: {why_not}")
-        pytest.skip(why_not)
-    spark_dir = tmp_path_factory.mktemp("spark")
-    target = spark_dir / "dbt_target"
-    dbt_run_on_spark(demo_home.root, spark_dir, target, tuple(every_lake_day_args(demo_home)))
-    return spark_dir, target
+def spark_build(spark_demo_build):
+    return spark_demo_build
 
 
 def test_every_mart_is_identical_on_duckdb_and_spark(demo_home, spark_build):

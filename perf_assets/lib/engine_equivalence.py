@@ -71,6 +71,33 @@ def dbt_run_on_spark(perfwh_home: Path, spark_dir: Path, target_path: Path, args
             raise RuntimeError(f"dbt {command[0]} --target spark failed ({done.returncode}):\n{tail}")
 
 
+def start_dbt_run_on_spark(
+    perfwh_home: Path, spark_dir: Path, target_path: Path, args: tuple[str, ...] = (), niceness: int = 19
+) -> subprocess.Popen:
+    """dbt_run_on_spark in a background process at the lowest CPU priority, in its own process group; its output
+    (and the error, if it fails) goes to <spark_dir>/dbt_run_on_spark.log. Wait with `wait_dbt_run_on_spark`."""
+    spark_dir.mkdir(parents=True, exist_ok=True)
+    code = (
+        "import sys; from pathlib import Path; from perf_assets.lib.engine_equivalence import dbt_run_on_spark; "
+        "dbt_run_on_spark(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), tuple(sys.argv[4:]))"
+    )
+    command = [sys.executable, "-c", code, str(perfwh_home), str(spark_dir), str(target_path), *args]
+    if niceness and shutil.which("nice"):
+        command = ["nice", "-n", str(niceness), *command]
+    log = (spark_dir / "dbt_run_on_spark.log").open("w")
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(DBT_PROJECT_DIR.parent)
+    )
+
+
+def wait_dbt_run_on_spark(process: subprocess.Popen, spark_dir: Path, timeout_s: float = 1800) -> None:
+    """Wait for a background dbt_run_on_spark; raise with its log's tail when it failed."""
+    returncode = process.wait(timeout=timeout_s)
+    if returncode != 0:
+        tail = (spark_dir / "dbt_run_on_spark.log").read_text(errors="replace")[-6000:]
+        raise RuntimeError(f"the background dbt run on Spark failed ({returncode}):\n{tail}")
+
+
 def mart_models(manifest_path: Path) -> list[tuple[str, str]]:
     """(schema, name) of every model under models/marts, from a dbt manifest."""
     manifest = json.loads(manifest_path.read_text())
