@@ -84,7 +84,7 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
     """
     if not _STRUCT_DECODERS:
 
-        class Event(msgspec.Struct):
+        class Event(msgspec.Struct, gc=False):  # no cycles: its fields hold freshly decoded values
             ph: object = None
             cat: object = None
             name: object = None
@@ -92,7 +92,7 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
             tid: object = None
             ts: object = None
             dur: object = None
-            args: msgspec.Raw = msgspec.Raw(b"")
+            args: msgspec.Raw = msgspec.Raw(b"{}")  # no args: decoded as {}, as the other paths read them
 
         _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[Event]).decode, msgspec.json.decode])
     return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1]

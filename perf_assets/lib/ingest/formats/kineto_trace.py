@@ -34,6 +34,8 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import compress, repeat
+from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +47,7 @@ from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
     TraceContext,
     args_json,
+    args_json_array,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
@@ -445,81 +448,161 @@ class _Collected:
                 sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
             append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
 
-    def add_structs(self, chunk: list, decode_args) -> None:
-        """add() for msgspec event structs (kineto_fast.struct_decoders): attributes instead of dict keys,
-        and the args decoded only for the events that are stored."""
-        rows, not_kept, sample = self.rows, self.not_kept, self.sample
-        append = rows.append
-        cat_info = _CAT_INFO.get
-        for raw in chunk:
-            if raw.ph != "X":
-                self.non_duration += 1
-                continue
-            ts = raw.ts
-            if len(sample) < 1000:
-                sample.append(_ts(ts))
-            cat = raw.cat
-            info = cat_info(cat) if type(cat) is str else None
-            if info is None:
-                info = _cat_info(cat)
-            lowered, category, device_side = info
-            if category is None:
-                not_kept[lowered or "no category"] += 1
-                continue
-            dur = raw.dur
-            if type(ts) is not int and type(ts) is not float:
-                ts = _ts(ts)
-            if type(dur) is not int and type(dur) is not float:
-                dur = _ts(dur)
-            if ts is None or dur is None:
-                not_kept[f"{lowered} without ts/dur"] += 1
-                continue
-            args = raw.args
-            if len(args):
-                try:
-                    args = decode_args(args)
-                except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
-                    raise NotSure("args the struct decoder does not read") from None
-                if type(args) is not dict:
-                    args = {}
-            else:
-                args = {}
-            get = args.get
-            if device_side:
-                device = get("device")
-                if type(device) is not int:
-                    device = None if device is None else as_int64(device)
-                if device is None:
-                    device = raw.pid
-                    if type(device) is not int:
-                        device = None if device is None else as_int64(device)
-                stream = get("stream")
-                if type(stream) is not int:
-                    stream = None if stream is None else as_int64(stream)
-                if stream is None:
-                    stream = raw.tid
-                    if type(stream) is not int:
-                        stream = None if stream is None else as_int64(stream)
-            else:
-                device = stream = None
-            correlation = get("correlation")
-            if type(correlation) is not int and correlation is not None:
-                correlation = as_int64(correlation)
-            name = raw.name
-            if type(name) is not str and name is not None:
-                name = str(name)
-            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
-                self.breakdown_rows.append(len(rows))
-            elif category == "runtime" and correlation is not None:
-                self.launch_rows.append(len(rows))
-            if category == "kernel":
-                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
-            else:
-                collective = _NO_COLLECTIVE
-            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
-            if sizes != (None, None, None, None):
-                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
-            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+    def columns(self) -> dict[str, list]:
+        """The stored events' columns (FIELDS), in file order; the tuples are dropped."""
+        rows, self.rows = self.rows, []
+        return dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
+
+
+_PH, _CAT, _NAME = operator.attrgetter("ph"), operator.attrgetter("cat"), operator.attrgetter("name")
+_PID, _TID, _TS, _DUR = (operator.attrgetter(name) for name in ("pid", "tid", "ts", "dur"))
+_ARGS = operator.attrgetter("args")
+_CATEGORY, _DEVICE_SIDE = operator.itemgetter(1), operator.itemgetter(2)
+_NUMBER_TYPES = {int, float}
+_INT_OR_NONE = {int, type(None)}
+_TEXT_OR_NONE = {str, type(None)}
+_INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), ("out_msg_nelems", "Out msg nelems"))
+_INT_ARGS += (("bytes", "bytes"),)
+
+
+def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
+    """_cat_info of each raw `cat`, through the cache in one C-level pass where every cat is a known string."""
+    try:
+        infos = list(map(_CAT_INFO.get, cats))
+    except TypeError:  # an unhashable cat (a JSON array or object)
+        infos = [None] * len(cats)
+    if None in infos:
+        infos = [info if info is not None else _cat_info(cat) for info, cat in zip(infos, cats)]
+    return infos
+
+
+def _int64s(values: list) -> list:
+    """as_int64 of each value; ints and None as they are (an int fits int64 on the fast path: has_big_int)."""
+    if set(map(type, values)) <= _INT_OR_NONE:
+        return values
+    return [value if type(value) is int or value is None else as_int64(value) for value in values]
+
+
+def _times(values: list) -> list:
+    """_ts of each value; ints and floats as they are (finite on the msgspec path: it rejects NaN and 1e400)."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
+        return values
+    return [value if type(value) is int or type(value) is float else _ts(value) for value in values]
+
+
+class _StructColumns(_Collected):
+    """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
+    event: each field of a chunk's events is taken, checked and converted in one C-level pass (map, set of
+    types) and Python code runs per event only where a value is unusual (a string where an int is expected, a
+    missing device...). The same decisions as _Collected.add and _event, value for value. The args of stored
+    events are decoded (a dict each) for their fields and args_json; the others stay raw JSON."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
+        self.args_json: list[pa.Array] = []  # one string array per chunk
+        self.count = 0
+
+    def add(self, chunk: list, decode_args) -> None:
+        complete = [event for event in chunk if event.ph == "X"]
+        self.non_duration += len(chunk) - len(complete)
+        starts, durations = list(map(_TS, complete)), list(map(_DUR, complete))
+        if len(self.sample) < 1000:
+            self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
+        infos = _cat_infos(list(map(_CAT, complete)))
+        categories = list(map(_CATEGORY, infos))
+        starts, durations = _times(starts), _times(durations)
+        if None in starts or None in durations:  # rare: drop kinds listed in event order, as _Collected.add does
+            keys = [
+                (lowered or "no category")
+                if category is None
+                else (f"{lowered} without ts/dur" if start is None or duration is None else None)
+                for (lowered, category, _), start, duration in zip(infos, starts, durations)
+            ]
+            keep = [key is None for key in keys]
+        elif None in categories:
+            keys = [lowered or "no category" for lowered, category, _ in infos if category is None]
+            keep = [category is not None for category in categories]
+        else:
+            keys = keep = None
+        if keep is not None:
+            self.not_kept.update(key for key in keys if key is not None)
+            complete, infos, categories = (list(compress(values, keep)) for values in (complete, infos, categories))
+            starts, durations = list(compress(starts, keep)), list(compress(durations, keep))
+        if not complete:
+            return
+        count = len(complete)
+        try:
+            args = list(map(decode_args, map(_ARGS, complete)))
+        except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
+            raise NotSure("args the struct decoder does not read") from None
+        if not set(map(type, args)) <= {dict}:
+            args = [value if type(value) is dict else {} for value in args]
+
+        def arg(key: str) -> list:
+            return list(map(dict.get, args, repeat(key)))
+
+        device_side = list(map(_DEVICE_SIDE, infos))
+        if True in device_side:
+            device = _either(_int64s(arg("device")), complete, _PID)
+            stream = _either(_int64s(arg("stream")), complete, _TID)
+            if False in device_side:
+                device = [value if side else None for value, side in zip(device, device_side)]
+                stream = [value if side else None for value, side in zip(stream, device_side)]
+        else:
+            device = stream = [None] * count
+        correlation = _int64s(arg("correlation"))
+        names = list(map(_NAME, complete))
+        if not set(map(type, names)) <= _TEXT_OR_NONE:
+            names = [_text(name) for name in names]
+        offset = self.count
+        self.breakdown_rows.extend(
+            offset + row
+            for row, category, index in zip(count_from(), categories, device)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and index is None)
+        )
+        self.launch_rows.extend(
+            offset + row
+            for row, category, launch in zip(count_from(), categories, correlation)
+            if category == "runtime" and launch is not None
+        )
+        lists = self.lists
+        for field, values in (
+            ("category", categories),
+            ("name", names),
+            ("device_index", device),
+            ("stream", stream),
+            ("ts", starts),
+            ("dur", durations),
+            ("correlation_id", correlation),
+        ):
+            lists[field].extend(values)
+        for field, key in _INT_ARGS:
+            lists[field].extend(_int64s(arg(key)))
+        for field, key in COLLECTIVE_ARGS.items():
+            values = arg(key)
+            if values.count(None) != count:
+                values = [
+                    None if value is None or category != "kernel" else str(value)
+                    for value, category in zip(values, categories)
+                ]
+            lists[field].extend(values)
+        self.args_json.append(args_json_array(args))
+        self.count += count
+
+    def columns(self) -> dict[str, object]:
+        columns: dict[str, object] = dict(self.lists)
+        columns["args_json"] = pa.concat_arrays(self.args_json) if self.args_json else pa.array([], pa.string())
+        self.lists, self.args_json = {}, []
+        return columns
+
+
+def _either(values: list, events: list, fallback: operator.attrgetter) -> list:
+    """values, with the event's own field (as_int64) where a value is None."""
+    if None not in values:
+        return values
+    other = _int64s(list(map(fallback, events)))
+    return [value if value is not None else alternative for value, alternative in zip(values, other)]
 
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
@@ -559,15 +642,16 @@ def _sums(starts: tuple, durations: tuple) -> list:
 
 def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
     """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
-    collected = _Collected()
     structs = structs and kineto_fast.msgspec is not None and data.isascii()
     if structs:
+        collected: _Collected = _StructColumns()
         decode_chunk, decode_args = kineto_fast.struct_decoders()
         reader = EventChunks(data, decode_chunk, top_loads=loads_function())
         for chunk in reader.chunks():
-            collected.add_structs(chunk, decode_args)
+            collected.add(chunk, decode_args)
             del chunk
     else:
+        collected = _Collected()
         reader = EventChunks(data, loads_function())
         for chunk in reader.chunks():
             collected.add(chunk)
@@ -577,9 +661,7 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     context = _context(landed, document, [], collected.sample)
     context.not_kept = +collected.not_kept
     mode, _, base = time_mode(document, collected.sample)
-    rows = collected.rows
-    columns = dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
-    del rows, collected.rows
+    columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
     start_ns = _nanoseconds(starts, mode, base)
     end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
