@@ -497,22 +497,27 @@ class _StructColumns(_Collected):
     missing device...). The same decisions as _Collected.add and _event, value for value. The args of stored
     events are decoded (a dict each) for their fields and args_json; the others stay raw JSON."""
 
-    def __init__(self) -> None:
+    def __init__(self, complete_type: type) -> None:
         super().__init__()
+        self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
         self.args_json: list[pa.Array] = []  # one string array per chunk
         self.count = 0
 
     def add(self, chunk: list, decode_args) -> None:
-        complete = [event for event in chunk if event.ph == "X"]
+        complete_type = self.complete_type
+        complete = [event for event in chunk if type(event) is complete_type]
         self.non_duration += len(chunk) - len(complete)
         starts, durations = list(map(_TS, complete)), list(map(_DUR, complete))
         if len(self.sample) < 1000:
             self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
         infos = _cat_infos(list(map(_CAT, complete)))
         categories = list(map(_CATEGORY, infos))
-        starts, durations = _times(starts), _times(durations)
-        if None in starts or None in durations:  # rare: drop kinds listed in event order, as _Collected.add does
+        times_checked = set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES
+        if not times_checked:
+            starts, durations = _times(starts), _times(durations)
+        if not times_checked and (None in starts or None in durations):
+            # rare: the kinds not stored are counted in event order, as _Collected.add counts them
             keys = [
                 (lowered or "no category")
                 if category is None
@@ -520,13 +525,13 @@ class _StructColumns(_Collected):
                 for (lowered, category, _), start, duration in zip(infos, starts, durations)
             ]
             keep = [key is None for key in keys]
-        elif None in categories:
+        elif not all(categories):
             keys = [lowered or "no category" for lowered, category, _ in infos if category is None]
-            keep = [category is not None for category in categories]
+            keep = list(map(bool, categories))
         else:
             keys = keep = None
         if keep is not None:
-            self.not_kept.update(key for key in keys if key is not None)
+            self.not_kept.update([key for key in keys if key is not None])
             complete, infos, categories = (list(compress(values, keep)) for values in (complete, infos, categories))
             starts, durations = list(compress(starts, keep)), list(compress(durations, keep))
         if not complete:
@@ -538,34 +543,22 @@ class _StructColumns(_Collected):
             raise NotSure("args the struct decoder does not read") from None
         if not set(map(type, args)) <= {dict}:
             args = [value if type(value) is dict else {} for value in args]
-
-        def arg(key: str) -> list:
-            return list(map(dict.get, args, repeat(key)))
-
-        device_side = list(map(_DEVICE_SIDE, infos))
-        if True in device_side:
-            device = _either(_int64s(arg("device")), complete, _PID)
-            stream = _either(_int64s(arg("stream")), complete, _TID)
-            if False in device_side:
-                device = [value if side else None for value, side in zip(device, device_side)]
-                stream = [value if side else None for value, side in zip(stream, device_side)]
-        else:
-            device = stream = [None] * count
-        correlation = _int64s(arg("correlation"))
+        device, stream = _device_and_stream(complete, args, list(map(_DEVICE_SIDE, infos)))
+        correlation = _int64s(_arg(args, "correlation"))
         names = list(map(_NAME, complete))
         if not set(map(type, names)) <= _TEXT_OR_NONE:
             names = [_text(name) for name in names]
         offset = self.count
-        self.breakdown_rows.extend(
+        self.breakdown_rows += [
             offset + row
             for row, category, index in zip(count_from(), categories, device)
             if category in _BREAKDOWN_INPUT or (category == "annotation" and index is None)
-        )
-        self.launch_rows.extend(
+        ]
+        self.launch_rows += [
             offset + row
             for row, category, launch in zip(count_from(), categories, correlation)
             if category == "runtime" and launch is not None
-        )
+        ]
         lists = self.lists
         for field, values in (
             ("category", categories),
@@ -576,17 +569,17 @@ class _StructColumns(_Collected):
             ("dur", durations),
             ("correlation_id", correlation),
         ):
-            lists[field].extend(values)
+            lists[field] += values
         for field, key in _INT_ARGS:
-            lists[field].extend(_int64s(arg(key)))
+            lists[field] += _int64s(_arg(args, key))
         for field, key in COLLECTIVE_ARGS.items():
-            values = arg(key)
-            if values.count(None) != count:
+            values = _arg(args, key)
+            if values.count(None) != count:  # kernels only, as text
                 values = [
                     None if value is None or category != "kernel" else str(value)
                     for value, category in zip(values, categories)
                 ]
-            lists[field].extend(values)
+            lists[field] += values
         self.args_json.append(args_json_array(args))
         self.count += count
 
@@ -595,6 +588,34 @@ class _StructColumns(_Collected):
         columns["args_json"] = pa.concat_arrays(self.args_json) if self.args_json else pa.array([], pa.string())
         self.lists, self.args_json = {}, []
         return columns
+
+
+def _arg(args: list[dict], key: str) -> list:
+    """args[i].get(key) of every event, in one C-level pass."""
+    return list(map(dict.get, args, repeat(key)))
+
+
+def _device_and_stream(events: list, args: list[dict], device_side: list[bool]) -> tuple[list, list]:
+    """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
+    categories, None for the others (as _event)."""
+    count = len(events)
+    if True not in device_side:
+        return [None] * count, [None] * count
+    every = False not in device_side
+    if not every:
+        events, args = list(compress(events, device_side)), list(compress(args, device_side))
+    device = _either(_int64s(_arg(args, "device")), events, _PID)
+    stream = _either(_int64s(_arg(args, "stream")), events, _TID)
+    if every:
+        return device, stream
+    return _scatter(device, device_side), _scatter(stream, device_side)
+
+
+def _scatter(values: list, where: list[bool]) -> list:
+    """values at the True places of where, None elsewhere."""
+    spread = np.full(len(where), None, dtype=object)
+    spread[np.flatnonzero(where)] = values
+    return spread.tolist()
 
 
 def _either(values: list, events: list, fallback: operator.attrgetter) -> list:
@@ -644,8 +665,8 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
     structs = structs and kineto_fast.msgspec is not None and data.isascii()
     if structs:
-        collected: _Collected = _StructColumns()
-        decode_chunk, decode_args = kineto_fast.struct_decoders()
+        decode_chunk, decode_args, complete_type = kineto_fast.struct_decoders()
+        collected: _Collected = _StructColumns(complete_type)
         reader = EventChunks(data, decode_chunk, top_loads=loads_function())
         for chunk in reader.chunks():
             collected.add(chunk, decode_args)
