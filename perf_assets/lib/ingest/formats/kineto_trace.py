@@ -55,6 +55,12 @@ from perf_assets.lib.ingest.formats.trace_tables import (
 )
 from perf_assets.lib.ingest.landing import LandedFile
 
+try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
+    from isal import igzip as _gzip
+    from isal.igzip_lib import IsalError as _DeflateError
+except ImportError:  # pragma: no cover - depends on the environment
+    _gzip, _DeflateError = gzip, zlib.error
+
 DEFAULT_MAX_JSON_BYTES = 256 * 2**20
 GZIP_MAGIC = b"\x1f\x8b"
 ABSOLUTE_US_MIN = 1e14  # a µs timestamp this large is Unix-epoch time (1973+); smaller ones are relative
@@ -110,9 +116,9 @@ def read_bytes(landed: LandedFile) -> bytearray:
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
     try:
-        with (gzip.open if compressed else open)(landed.path, "rb") as handle:
+        with (_gzip.open if compressed else open)(landed.path, "rb") as handle:
             data = _read_bounded(handle, limit)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+    except (EOFError, gzip.BadGzipFile, zlib.error, _DeflateError) as error:
         raise QuarantineError(f"truncated or corrupt gzip ({error}); deliver the trace again") from None
     if len(data) > limit:
         raise QuarantineError(
