@@ -3,10 +3,11 @@
 Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
 
 * `fast` (kineto_fast): the events array is parsed in checked chunks of about 1 MiB, by msgspec into
-  slotted structs when msgspec is installed and the document is ASCII (the args of an event stay raw JSON
-  unless it is stored), else by orjson, else by the stdlib json module (a dict per event); only the
-  fields the tables need are taken from the complete events of the stored categories, into one tuple per
-  stored event, and the times are converted with numpy. No whole-document object tree.
+  slotted structs when msgspec is installed and the document is ASCII (a tagged union on `ph`: only complete
+  events get fields; the args of an event stay raw JSON unless it is stored), else by orjson, else by the
+  stdlib json module (a dict per event); only the fields the tables need are taken from the complete events
+  of the stored categories (msgspec: column by column in C-level passes, _StructColumns; dicts: one tuple per
+  stored event, _Collected), and the times are converted with numpy. No whole-document object tree.
 * `stdlib`, the checked path: the whole document through the stdlib json module with a per-integer hook
   that keeps integers beyond int64 as text, one dict per event. It runs when the fast path cannot vouch for
   its result (kineto_fast.NotSure: an integer literal beyond int64, anything the chunk parser rejects such
@@ -17,9 +18,10 @@ The cyclic garbage collector is paused while a trace is parsed (_without_cyclic_
 
 Memory bound: the decompressed bytes are held (capped at `max_json_bytes()`, PERFWH_TRACE_MAX_JSON_BYTES,
 default 256 MiB: a larger trace is quarantined before parsing). The fast path adds one chunk of raw events
-(kineto_fast.CHUNK_BYTES of JSON) and the stored events' tuples, columns and tables (about 0.75 KB each):
-2.2-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
-6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged.
+(kineto_fast.CHUNK_BYTES of JSON) and the stored events' columns and tables (about 0.75 KB each):
+2.0-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
+6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged. Gzip is read with
+ISA-L (isal.igzip) when installed, else the gzip module: the same bytes and refusals.
 """
 
 from __future__ import annotations
