@@ -214,3 +214,48 @@ def test_int64_extremes_in_timestamps_run_the_checked_path(tmp_path):
         with pytest.raises(OverflowError):
             kineto_trace.parse_kineto_trace(describe(path.parent.parent, path), fast=fast)
         assert list(kineto_trace.PATHS - before) == ["stdlib"]
+
+
+def test_an_event_outside_the_trace_event_phases_runs_the_checked_path(tmp_path, chunk_parser):
+    """The msgspec decoder is a tagged union on `ph`: an unknown phase or none fails it, and the checked path,
+    which counts such events as not stored, decides; the dict parsers count them on the fast path."""
+    events = [KERNEL, dict(KERNEL, ph="Q", ts=200), {"cat": "kernel", "name": "no phase", "ts": 300, "dur": 1}]
+    taken = _both(_write(tmp_path, json.dumps({"traceEvents": events}).encode()))
+    assert taken == ("stdlib" if chunk_parser == "msgspec" else "fast")
+
+
+def test_args_json_is_the_args_object_as_compact_key_sorted_json(samples):
+    """args_json holds the same JSON value as the trace's args (no key lost, none added), keys sorted, no spaces."""
+    path = samples / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
+    table = kineto_trace.parse_kineto_trace(describe(path.parent.parent, path))["trace_events"]
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    stored = [
+        event.get("args") or None
+        for event in raw
+        if event.get("ph") == "X" and str(event.get("cat")).lower() in kineto_trace.CATEGORIES
+    ]
+    texts = table.column("args_json").to_pylist()
+    assert len(texts) == len(stored) and sum(text is not None for text in texts) > 10000
+    for text, args in zip(texts, stored):
+        assert (None if text is None else json.loads(text)) == args
+    sample = next(text for text, args in zip(texts, stored) if args and "Collective name" in args)
+    assert sample == json.dumps(json.loads(sample), sort_keys=True, separators=(",", ":"))  # the stdlib's equivalent
+
+
+def test_the_gzip_module_and_isal_read_the_same_bytes_and_refuse_the_same_files(samples, tmp_path, monkeypatch):
+    """read_bytes uses ISA-L's gzip reader when installed, else the gzip module: the same bytes, the same refusals."""
+    import gzip as gzip_module
+
+    readers = {"gzip": gzip_module}
+    if kineto_trace._gzip is not gzip_module:
+        readers["isal"] = kineto_trace._gzip
+    original = samples / "kineto" / "hta_mi250_rocm6.2.json.gz"
+    truncated = _write(tmp_path, original.read_bytes()[:3000], "truncated.json.gz")
+    results = {}
+    for name, reader in readers.items():
+        monkeypatch.setattr(kineto_trace, "_gzip", reader)
+        data = bytes(kineto_trace.read_bytes(describe(original.parent.parent, original)))
+        with pytest.raises(QuarantineError, match="truncated or corrupt gzip"):
+            kineto_trace.read_bytes(describe(truncated.parent.parent, truncated))
+        results[name] = data
+    assert all(data == gzip.decompress(original.read_bytes()) for data in results.values())

@@ -9,8 +9,8 @@ dict while the whole document is held. The fast path (`fast`) instead
 * splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
   and parses each chunk alone, so only one chunk of raw events is alive at a time; the top-level object
   without its events is parsed on its own. The chunk parser is msgspec when installed and the document is
-  ASCII (typed: a slotted struct per event with the seven fields read, `args` left as raw JSON until the
-  event is stored), else orjson, else the stdlib json module (a dict per event).
+  ASCII (typed: a tagged union on `ph`, a slotted struct per complete event with the six fields read and
+  `args` left as raw JSON until the event is stored, an empty struct per other event), else orjson, else the stdlib json module (a dict per event).
 
 A split point is only a guess (a `}` `,` `{` sequence that may lie inside a string or a nested value), but
 a wrong guess cannot parse: the chunk starts at an element boundary, so `[` + chunk + `]` is valid JSON
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from typing import Union
 
 import numpy as np
 
@@ -71,31 +72,43 @@ def parser_name(structs: bool = False) -> str:
 
 
 _STRUCT_DECODERS: list = []
+# Every phase of the Trace Event Format ("ph"), deprecated ones included: B E X i I C b n e S T p F s t f P N O D M
+# V v R c ( ). Only complete events (X) are read; a phase outside this list fails the struct decode (NotSure).
+PHASES = tuple("BEXiICbneSTpFstfPNODMVvRc()")
 
 
-def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object]]:
-    """(chunk -> list of event structs, raw args -> object) with msgspec, which must be installed.
+def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object], type]:
+    """(chunk -> list of event structs, raw args -> object, the struct type of complete events) with msgspec,
+    which must be installed.
 
-    An event struct has the top-level fields the reader needs (ph, cat, name, pid, tid, ts, dur: any JSON
-    value, None when absent) and `args` as msgspec.Raw: the args of events that are not stored are checked
-    for JSON syntax but never become Python objects. msgspec checks the syntax of skipped values as strictly
-    as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII documents only.
-    An array entry that is not an object fails the decode (the checked path then counts it, as ever).
+    The chunk is decoded as a tagged union on `ph`: a complete event (ph X) becomes a struct with the top-level
+    fields the reader needs (cat, name, pid, tid, ts, dur: any JSON value, None when absent) and `args` as
+    msgspec.Raw (the args of events that are not stored are checked for JSON syntax but never become Python
+    objects); an event of any other phase becomes an empty struct, its fields checked and skipped. An event
+    without `ph` or with a `ph` that is not a phase of the format fails the decode, as does an array entry that
+    is not an object (the checked path then counts them, as ever). msgspec checks the syntax of skipped values
+    as strictly as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII
+    documents only.
     """
     if not _STRUCT_DECODERS:
 
-        class Event(msgspec.Struct):
-            ph: object = None
+        class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):  # no cycles: freshly decoded values
             cat: object = None
             name: object = None
             pid: object = None
             tid: object = None
             ts: object = None
             dur: object = None
-            args: msgspec.Raw = msgspec.Raw(b"")
+            args: msgspec.Raw = msgspec.Raw(b"{}")  # no args: decoded as {}, as the other paths read them
 
-        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[Event]).decode, msgspec.json.decode])
-    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1]
+        others = [
+            msgspec.defstruct(f"Phase{index}", [], tag_field="ph", tag=phase, gc=False)
+            for index, phase in enumerate(PHASES)
+            if phase != "X"
+        ]
+        event = Union[tuple([Complete, *others])]  # noqa: UP007 - a Union built from a list
+        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[event]).decode, msgspec.json.decode, Complete])
+    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1], _STRUCT_DECODERS[2]
 
 
 def _stdlib_loads(data: bytes | bytearray) -> object:

@@ -3,10 +3,11 @@
 Two readers give the same tables (tests/test_kineto_fast.py, on every sample):
 
 * `fast` (kineto_fast): the events array is parsed in checked chunks of about 1 MiB, by msgspec into
-  slotted structs when msgspec is installed and the document is ASCII (the args of an event stay raw JSON
-  unless it is stored), else by orjson, else by the stdlib json module (a dict per event); only the
-  fields the tables need are taken from the complete events of the stored categories, into one tuple per
-  stored event, and the times are converted with numpy. No whole-document object tree.
+  slotted structs when msgspec is installed and the document is ASCII (a tagged union on `ph`: only complete
+  events get fields; the args of an event stay raw JSON unless it is stored), else by orjson, else by the
+  stdlib json module (a dict per event); only the fields the tables need are taken from the complete events
+  of the stored categories (msgspec: column by column in C-level passes, _StructColumns; dicts: one tuple per
+  stored event, _Collected), and the times are converted with numpy. No whole-document object tree.
 * `stdlib`, the checked path: the whole document through the stdlib json module with a per-integer hook
   that keeps integers beyond int64 as text, one dict per event. It runs when the fast path cannot vouch for
   its result (kineto_fast.NotSure: an integer literal beyond int64, anything the chunk parser rejects such
@@ -17,9 +18,10 @@ The cyclic garbage collector is paused while a trace is parsed (_without_cyclic_
 
 Memory bound: the decompressed bytes are held (capped at `max_json_bytes()`, PERFWH_TRACE_MAX_JSON_BYTES,
 default 256 MiB: a larger trace is quarantined before parsing). The fast path adds one chunk of raw events
-(kineto_fast.CHUNK_BYTES of JSON) and the stored events' tuples, columns and tables (about 0.75 KB each):
-2.2-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
-6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged.
+(kineto_fast.CHUNK_BYTES of JSON) and the stored events' columns and tables (about 0.75 KB each):
+2.0-3.7x the decompressed size in all, measured; the checked path holds the whole parsed document, about
+6.5x (docs/formats/traces.md). Truncated gzip or JSON is quarantined, never salvaged. Gzip is read with
+ISA-L (isal.igzip) when installed, else the gzip module: the same bytes and refusals.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import compress, repeat
+from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
@@ -45,12 +49,19 @@ from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
     TraceContext,
     args_json,
+    args_json_array,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
     int_or_text,
 )
 from perf_assets.lib.ingest.landing import LandedFile
+
+try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
+    from isal import igzip as _gzip
+    from isal.igzip_lib import IsalError as _DeflateError
+except ImportError:  # pragma: no cover - depends on the environment
+    _gzip, _DeflateError = gzip, zlib.error
 
 DEFAULT_MAX_JSON_BYTES = 256 * 2**20
 GZIP_MAGIC = b"\x1f\x8b"
@@ -107,9 +118,9 @@ def read_bytes(landed: LandedFile) -> bytearray:
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
     try:
-        with (gzip.open if compressed else open)(landed.path, "rb") as handle:
+        with (_gzip.open if compressed else open)(landed.path, "rb") as handle:
             data = _read_bounded(handle, limit)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+    except (EOFError, gzip.BadGzipFile, zlib.error, _DeflateError) as error:
         raise QuarantineError(f"truncated or corrupt gzip ({error}); deliver the trace again") from None
     if len(data) > limit:
         raise QuarantineError(
@@ -445,81 +456,182 @@ class _Collected:
                 sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
             append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
 
-    def add_structs(self, chunk: list, decode_args) -> None:
-        """add() for msgspec event structs (kineto_fast.struct_decoders): attributes instead of dict keys,
-        and the args decoded only for the events that are stored."""
-        rows, not_kept, sample = self.rows, self.not_kept, self.sample
-        append = rows.append
-        cat_info = _CAT_INFO.get
-        for raw in chunk:
-            if raw.ph != "X":
-                self.non_duration += 1
-                continue
-            ts = raw.ts
-            if len(sample) < 1000:
-                sample.append(_ts(ts))
-            cat = raw.cat
-            info = cat_info(cat) if type(cat) is str else None
-            if info is None:
-                info = _cat_info(cat)
-            lowered, category, device_side = info
-            if category is None:
-                not_kept[lowered or "no category"] += 1
-                continue
-            dur = raw.dur
-            if type(ts) is not int and type(ts) is not float:
-                ts = _ts(ts)
-            if type(dur) is not int and type(dur) is not float:
-                dur = _ts(dur)
-            if ts is None or dur is None:
-                not_kept[f"{lowered} without ts/dur"] += 1
-                continue
-            args = raw.args
-            if len(args):
-                try:
-                    args = decode_args(args)
-                except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
-                    raise NotSure("args the struct decoder does not read") from None
-                if type(args) is not dict:
-                    args = {}
-            else:
-                args = {}
-            get = args.get
-            if device_side:
-                device = get("device")
-                if type(device) is not int:
-                    device = None if device is None else as_int64(device)
-                if device is None:
-                    device = raw.pid
-                    if type(device) is not int:
-                        device = None if device is None else as_int64(device)
-                stream = get("stream")
-                if type(stream) is not int:
-                    stream = None if stream is None else as_int64(stream)
-                if stream is None:
-                    stream = raw.tid
-                    if type(stream) is not int:
-                        stream = None if stream is None else as_int64(stream)
-            else:
-                device = stream = None
-            correlation = get("correlation")
-            if type(correlation) is not int and correlation is not None:
-                correlation = as_int64(correlation)
-            name = raw.name
-            if type(name) is not str and name is not None:
-                name = str(name)
-            if category in _BREAKDOWN_INPUT or (category == "annotation" and device is None):
-                self.breakdown_rows.append(len(rows))
-            elif category == "runtime" and correlation is not None:
-                self.launch_rows.append(len(rows))
-            if category == "kernel":
-                collective = _text(get("Collective name")), _text(get("Process Group Name")), _text(get("dtype"))
-            else:
-                collective = _NO_COLLECTIVE
-            sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
-            if sizes != (None, None, None, None):
-                sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
-            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+    def columns(self) -> dict[str, list]:
+        """The stored events' columns (FIELDS), in file order; the tuples are dropped."""
+        rows, self.rows = self.rows, []
+        return dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
+
+
+_PH, _CAT, _NAME = operator.attrgetter("ph"), operator.attrgetter("cat"), operator.attrgetter("name")
+_PID, _TID, _TS, _DUR = (operator.attrgetter(name) for name in ("pid", "tid", "ts", "dur"))
+_ARGS = operator.attrgetter("args")
+_CATEGORY, _DEVICE_SIDE = operator.itemgetter(1), operator.itemgetter(2)
+_NUMBER_TYPES = {int, float}
+_INT_OR_NONE = {int, type(None)}
+_TEXT_OR_NONE = {str, type(None)}
+_INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), ("out_msg_nelems", "Out msg nelems"))
+_INT_ARGS += (("bytes", "bytes"),)
+
+
+def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
+    """_cat_info of each raw `cat`, through the cache in one C-level pass where every cat is a known string."""
+    try:
+        infos = list(map(_CAT_INFO.get, cats))
+    except TypeError:  # an unhashable cat (a JSON array or object)
+        infos = [None] * len(cats)
+    if None in infos:
+        infos = [info if info is not None else _cat_info(cat) for info, cat in zip(infos, cats)]
+    return infos
+
+
+def _int64s(values: list) -> list:
+    """as_int64 of each value; ints and None as they are (an int fits int64 on the fast path: has_big_int)."""
+    if set(map(type, values)) <= _INT_OR_NONE:
+        return values
+    return [value if type(value) is int or value is None else as_int64(value) for value in values]
+
+
+def _times(values: list) -> list:
+    """_ts of each value; ints and floats as they are (finite on the msgspec path: it rejects NaN and 1e400)."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
+        return values
+    return [value if type(value) is int or type(value) is float else _ts(value) for value in values]
+
+
+class _StructColumns(_Collected):
+    """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
+    event: each field of a chunk's events is taken, checked and converted in one C-level pass (map, set of
+    types) and Python code runs per event only where a value is unusual (a string where an int is expected, a
+    missing device...). The same decisions as _Collected.add and _event, value for value. The args of stored
+    events are decoded (a dict each) for their fields and args_json; the others stay raw JSON."""
+
+    def __init__(self, complete_type: type) -> None:
+        super().__init__()
+        self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
+        self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
+        self.args_json: list[pa.Array] = []  # one string array per chunk
+        self.count = 0
+
+    def add(self, chunk: list, decode_args) -> None:
+        complete_type = self.complete_type
+        complete = [event for event in chunk if type(event) is complete_type]
+        self.non_duration += len(chunk) - len(complete)
+        starts, durations = list(map(_TS, complete)), list(map(_DUR, complete))
+        if len(self.sample) < 1000:
+            self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
+        infos = _cat_infos(list(map(_CAT, complete)))
+        categories = list(map(_CATEGORY, infos))
+        times_checked = set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES
+        if not times_checked:
+            starts, durations = _times(starts), _times(durations)
+        if not times_checked and (None in starts or None in durations):
+            # rare: the kinds not stored are counted in event order, as _Collected.add counts them
+            keys = [
+                (lowered or "no category")
+                if category is None
+                else (f"{lowered} without ts/dur" if start is None or duration is None else None)
+                for (lowered, category, _), start, duration in zip(infos, starts, durations)
+            ]
+            keep = [key is None for key in keys]
+        elif not all(categories):
+            keys = [lowered or "no category" for lowered, category, _ in infos if category is None]
+            keep = list(map(bool, categories))
+        else:
+            keys = keep = None
+        if keep is not None:
+            self.not_kept.update([key for key in keys if key is not None])
+            complete, infos, categories = (list(compress(values, keep)) for values in (complete, infos, categories))
+            starts, durations = list(compress(starts, keep)), list(compress(durations, keep))
+        if not complete:
+            return
+        count = len(complete)
+        try:
+            args = list(map(decode_args, map(_ARGS, complete)))
+        except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
+            raise NotSure("args the struct decoder does not read") from None
+        if not set(map(type, args)) <= {dict}:
+            args = [value if type(value) is dict else {} for value in args]
+        device, stream = _device_and_stream(complete, args, list(map(_DEVICE_SIDE, infos)))
+        correlation = _int64s(_arg(args, "correlation"))
+        names = list(map(_NAME, complete))
+        if not set(map(type, names)) <= _TEXT_OR_NONE:
+            names = [_text(name) for name in names]
+        offset = self.count
+        self.breakdown_rows += [
+            offset + row
+            for row, category, index in zip(count_from(), categories, device)
+            if category in _BREAKDOWN_INPUT or (category == "annotation" and index is None)
+        ]
+        self.launch_rows += [
+            offset + row
+            for row, category, launch in zip(count_from(), categories, correlation)
+            if category == "runtime" and launch is not None
+        ]
+        lists = self.lists
+        for field, values in (
+            ("category", categories),
+            ("name", names),
+            ("device_index", device),
+            ("stream", stream),
+            ("ts", starts),
+            ("dur", durations),
+            ("correlation_id", correlation),
+        ):
+            lists[field] += values
+        for field, key in _INT_ARGS:
+            lists[field] += _int64s(_arg(args, key))
+        for field, key in COLLECTIVE_ARGS.items():
+            values = _arg(args, key)
+            if values.count(None) != count:  # kernels only, as text
+                values = [
+                    None if value is None or category != "kernel" else str(value)
+                    for value, category in zip(values, categories)
+                ]
+            lists[field] += values
+        self.args_json.append(args_json_array(args))
+        self.count += count
+
+    def columns(self) -> dict[str, object]:
+        columns: dict[str, object] = dict(self.lists)
+        columns["args_json"] = pa.concat_arrays(self.args_json) if self.args_json else pa.array([], pa.string())
+        self.lists, self.args_json = {}, []
+        return columns
+
+
+def _arg(args: list[dict], key: str) -> list:
+    """args[i].get(key) of every event, in one C-level pass."""
+    return list(map(dict.get, args, repeat(key)))
+
+
+def _device_and_stream(events: list, args: list[dict], device_side: list[bool]) -> tuple[list, list]:
+    """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
+    categories, None for the others (as _event)."""
+    count = len(events)
+    if True not in device_side:
+        return [None] * count, [None] * count
+    every = False not in device_side
+    if not every:
+        events, args = list(compress(events, device_side)), list(compress(args, device_side))
+    device = _either(_int64s(_arg(args, "device")), events, _PID)
+    stream = _either(_int64s(_arg(args, "stream")), events, _TID)
+    if every:
+        return device, stream
+    return _scatter(device, device_side), _scatter(stream, device_side)
+
+
+def _scatter(values: list, where: list[bool]) -> list:
+    """values at the True places of where, None elsewhere."""
+    spread = np.full(len(where), None, dtype=object)
+    spread[np.flatnonzero(where)] = values
+    return spread.tolist()
+
+
+def _either(values: list, events: list, fallback: operator.attrgetter) -> list:
+    """values, with the event's own field (as_int64) where a value is None."""
+    if None not in values:
+        return values
+    other = _int64s(list(map(fallback, events)))
+    return [value if value is not None else alternative for value, alternative in zip(values, other)]
 
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
@@ -559,15 +671,16 @@ def _sums(starts: tuple, durations: tuple) -> list:
 
 def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
     """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
-    collected = _Collected()
     structs = structs and kineto_fast.msgspec is not None and data.isascii()
     if structs:
-        decode_chunk, decode_args = kineto_fast.struct_decoders()
+        decode_chunk, decode_args, complete_type = kineto_fast.struct_decoders()
+        collected: _Collected = _StructColumns(complete_type)
         reader = EventChunks(data, decode_chunk, top_loads=loads_function())
         for chunk in reader.chunks():
-            collected.add_structs(chunk, decode_args)
+            collected.add(chunk, decode_args)
             del chunk
     else:
+        collected = _Collected()
         reader = EventChunks(data, loads_function())
         for chunk in reader.chunks():
             collected.add(chunk)
@@ -577,9 +690,7 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     context = _context(landed, document, [], collected.sample)
     context.not_kept = +collected.not_kept
     mode, _, base = time_mode(document, collected.sample)
-    rows = collected.rows
-    columns = dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
-    del rows, collected.rows
+    columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
     start_ns = _nanoseconds(starts, mode, base)
     end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)

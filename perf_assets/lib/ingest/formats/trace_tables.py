@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import json.encoder as _json_encoder
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
+import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perf_assets.lib.contracts import raw_table
 from perf_assets.lib.ingest.landing import LandedFile
@@ -259,23 +260,26 @@ def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[d
     return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, events)}
 
 
-_ARGS_ENCODER = json.JSONEncoder(sort_keys=True, default=str)  # what json.dumps(sort_keys=True, default=str) builds
-# The C encoder that JSONEncoder.encode builds anew on every call, built once: the same text, a third of the
-# time. No circular-reference markers (parsed JSON has no cycles).
-_C_ENCODE = (
-    _json_encoder.c_make_encoder(None, str, _json_encoder.encode_basestring_ascii, None, ": ", ", ", True, False, True)
-    if _json_encoder.c_make_encoder is not None
-    else None
-)
+# args_json is the args object as compact JSON with its keys sorted (msgspec's encoder: `{"a":1,"b":[1,2]}`,
+# text as UTF-8, non-finite floats as null), from the parsed args, so every reader path writes the same text
+# for the same JSON value. Objects msgspec cannot encode are written as str(value) (json.dumps' default=str).
+_ARGS_ENCODE = msgspec.json.Encoder(order="sorted", enc_hook=str).encode
 
 
 def args_json(args: object) -> str | None:
-    """json.dumps(args, sort_keys=True, default=str), None for empty or missing args."""
+    """The args as compact, key-sorted JSON; None for empty or missing args."""
     if not args:
         return None
-    if _C_ENCODE is not None and type(args) is dict:
-        return "".join(_C_ENCODE(args, 0))
-    return _ARGS_ENCODER.encode(args)
+    try:
+        return _ARGS_ENCODE(args).decode()
+    except UnicodeEncodeError:  # a lone surrogate (the stdlib json module reads "\\ud800"): kept escaped
+        return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def args_json_array(args: list[dict]) -> pa.Array:
+    """args_json of each dict as one Arrow string array (the encoding in one C-level pass, no str per event)."""
+    encoded = pa.array(list(map(_ARGS_ENCODE, args)), pa.binary())
+    return pc.if_else(pc.equal(encoded, b"{}"), pa.scalar(None, pa.binary()), encoded).cast(pa.string())
 
 
 _EPOCH = date(1970, 1, 1)
@@ -305,7 +309,7 @@ def build_columnar_tables(
 
     columns: the parser's columns of the events table in file order (category, name, device_index, stream,
     correlation_id, group_size, in_msg_nelems, out_msg_nelems, bytes, args_json, collective_name,
-    process_group_name, msg_dtype as lists; start_ns, end_ns as int64 arrays). slim: one dict per GPU
+    process_group_name, msg_dtype as lists or Arrow arrays; start_ns, end_ns as int64 arrays). slim: one dict per GPU
     activity and CPU annotation (the keys build_trace_tables' events have, and `row`, its index in columns),
     all the breakdowns read. launches: correlation id -> launch start of the runtime events. Same tables.
     """
@@ -338,11 +342,10 @@ def build_columnar_tables(
         "event_seq": np.arange(count, dtype=np.int64),
         "event_date": event_days(start_ns, context.time_absolute, landed.default_event_date),
     }
+    arrays = {name: arrays.get(name, columns.get(name)) for name in schema.names}
     events_table = pa.Table.from_arrays(
         [
-            arrays[field.name]
-            if isinstance(arrays.get(field.name), pa.Array)
-            else pa.array(arrays[field.name] if field.name in arrays else columns[field.name], field.type)
+            arrays[field.name] if isinstance(arrays[field.name], pa.Array) else pa.array(arrays[field.name], field.type)
             for field in schema
         ],
         schema=schema,
