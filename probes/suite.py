@@ -20,6 +20,7 @@ from probes.burn_soak import run_burn_soak
 from probes.collectives import run_allreduce, run_p2p_copy
 from probes.common import RunInfo, error_text, probe_context, unmeasured
 from probes.context import CpuLoad
+from probes.efficiency import eff_clock_row
 from probes.gemm import DTYPES, effective_dtype, metric_name, run_gemm
 from probes.gemm import PROBE as GEMM
 from probes.gemm import UNIT as GEMM_UNIT
@@ -84,16 +85,12 @@ def _gemm_rows(info: RunInfo, options: SuiteOptions) -> list[ProbeResult]:
         kwargs: dict[str, Any] = {"size": size}
         if options.quick:
             kwargs.update(iterations=8, warmup_s=0.05)
-        rows.append(
-            run_gemm(
-                dtype=dtype,
-                backend=info.backend,
-                node=info.node,
-                run_id=info.run_id,
-                started_at=info.started_at,
-                **kwargs,
-            )  # fmt: skip
+        row = run_gemm(
+            dtype=dtype, backend=info.backend, node=info.node, run_id=info.run_id, started_at=info.started_at, **kwargs
         )
+        rows.append(row)
+        if row.value is not None:  # the clock-normalised efficiency of a measured product (probes/efficiency.py)
+            rows.append(eff_clock_row(row, row.metric.replace("_tflops", "_eff_clock"), row.context["dtype"]))
     return rows
 
 
