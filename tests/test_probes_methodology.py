@@ -310,3 +310,34 @@ def test_the_sampler_means_the_timed_window_only_and_the_gemm_row_gets_its_eff_c
     assert unknown.value is None and "SM clock" in unknown.reason  # no NVML: NULL with the reason
     hbm = measured(info, "hbm_stream", "triad_gbps", "GB/s", [4301.0], summary)
     assert eff_mem_clock_row(hbm, "triad_eff_mem_clock").value == pytest.approx(4301 / 4800)
+
+
+def test_roofline_intensity_and_bound_follow_the_formula():
+    from probes.roofline import intensity, roofline_bound_tflops
+
+    assert intensity(16384, 1, 2) == pytest.approx(2 * 16384**2 / ((16384**2 + 2 * 16384) * 2))  # ~1 FLOP/B: GEMV
+    assert intensity(16384, 256, 2) == pytest.approx(256, rel=0.04)  # ≈ w for bf16 while w ≪ n
+    assert roofline_bound_tflops(989.4, 4800.0, 1.0) == pytest.approx(4.8)  # memory-bound: I x bandwidth
+    assert roofline_bound_tflops(989.4, 4800.0, 1000.0) == 989.4  # compute-bound: the peak
+    assert roofline_bound_tflops(None, 4800.0, 1.0) is None
+
+
+def test_the_roofline_sweep_is_optional_and_its_ceilings_come_from_its_points():
+    from probes.suite import DEFAULT, SuiteOptions, run_all
+
+    assert "roofline_sweep" not in DEFAULT and "roofline_sweep" not in SuiteOptions().probes
+    info = new_run(cpu_backend("numpy"), node="node01", started_at=STARTED)
+    rows = run_all(info, SuiteOptions(probes=("roofline_sweep",), quick=True))
+    sweep = {r.metric: r for r in rows if r.probe == "roofline_sweep"}
+    points = [sweep[f"w{w}_tflops"] for w in (1, 16, 256)]
+    assert [p.context["intensity_flop_per_byte"] for p in points] == sorted(
+        p.context["intensity_flop_per_byte"] for p in points
+    )
+    for p in points:
+        assert p.status == "pass" and p.value > 0 and p.ci_low <= p.value <= p.ci_high and p.peak is None
+        assert p.context["gbps"] == pytest.approx(p.value * 1e3 / p.context["intensity_flop_per_byte"])
+    compute, bandwidth = sweep["compute_ceiling_tflops"], sweep["bandwidth_ceiling_gbps"]
+    assert compute.value == max(p.value for p in points)
+    assert bandwidth.value == max(p.context["gbps"] for p in points)
+    assert sweep["ridge_flop_per_byte"].value == pytest.approx(compute.value * 1e3 / bandwidth.value)
+    assert compute.peak is None and compute.fraction_of_peak is None  # a CPU has no physical limit here
