@@ -7,7 +7,8 @@ equality (the same kernel on the same inputs and device is bit-reproducible; cuB
 algorithm, which one process and one shape give in practice; ``CUBLAS_WORKSPACE_CONFIG`` is recorded).
 Rows: ``sustained_tflops`` (median over all products, CI), ``sustained_ratio`` (median of the last fifth
 over the first fifth; < 0.90 is droop, judged by the rules), ``mismatched_elements`` (count, summed over
-products). ``inject_fault_at`` flips one element of that product, for tests of the compare path.
+products), ``sustained_eff_clock`` (the sustained figure over the SM clock it ran at, probes/efficiency.py).
+``inject_fault_at`` flips one element of that product, for tests of the compare path.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from probes.common import (
     unmeasured,
     warm_up,
 )
+from probes.efficiency import eff_clock_row
 from probes.records import ProbeResult
 from probes.specs import peak_tflops
 
@@ -137,8 +139,10 @@ def run_burn_soak(
     peak = peak_tflops(info.backend.sku, dtype) if gpu else None
     fifth = max(1, len(rates) // 5)
     ratio = float(np.median(rates[-fifth:]) / np.median(rates[:fifth])) if len(rates) >= 2 else None
+    sustained = measured(info, PROBE, "sustained_tflops", "TFLOP/s", rates, context, peak=peak, throttle_class=throttle)
     rows = [
-        measured(info, PROBE, "sustained_tflops", "TFLOP/s", rates, context, peak=peak, throttle_class=throttle),
+        sustained,
+        eff_clock_row(sustained, "sustained_eff_clock", dtype),
         single(info, PROBE, "sustained_ratio", "ratio", ratio, context, n=len(rates), throttle_class=throttle),
     ]
     sdc = mismatches > 0

@@ -81,7 +81,7 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         choices=SELECTABLE,
         metavar="NAME",
-        help=f"run only this probe (repeatable; default: all of {', '.join(SELECTABLE)})",
+        help=f"run only this probe (repeatable; one of {', '.join(SELECTABLE)}; default: all but roofline_sweep)",
     )
     parser.add_argument(
         "--gemm-dtype", action="append", choices=DTYPES, metavar="DTYPE", help="GEMM dtype (repeatable; default: all)"
@@ -93,14 +93,14 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def suite_options(args: argparse.Namespace):
-    from probes.suite import SELECTABLE, SuiteOptions  # noqa: PLC0415
+    from probes.suite import DEFAULT, SuiteOptions  # noqa: PLC0415
 
     return SuiteOptions(
         gemm_dtypes=tuple(args.gemm_dtype or DTYPES),
         gemm_size=args.gemm_size,
         burn_seconds=args.burn_seconds,
         quick=args.quick,
-        probes=tuple(args.probe or SELECTABLE),
+        probes=tuple(args.probe or DEFAULT),
         confirm=not args.no_confirm,
     )
 

@@ -1,4 +1,5 @@
-"""Host and software facts recorded with every result (reference probes.md section 7, a first subset)."""
+"""Host and software facts recorded with every result (reference probes.md section 7, a first subset; the
+GPU's NUMA node and CPU set and the process's CPU set are the ``topology`` group, probes/topology.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from probes import PROBE_VERSION
 from probes.backends import Backend, hostname
+from probes.topology import topology_context, torch_pci_bus_id
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_ALLOW_LIST = (
@@ -129,6 +131,7 @@ def base_context(backend: Backend) -> dict[str, Any]:
         **host_facts(),
     }
     torch = sys.modules.get("torch")  # imported by the backend choice; never imported here
+    torch_bus_id = None
     if backend.backend == "torch" and torch is not None:
         context["torch"] = torch.__version__
         context["torch_cuda"] = getattr(torch.version, "cuda", None)
@@ -145,8 +148,12 @@ def base_context(backend: Backend) -> dict[str, Any]:
                 context["sm_count"] = props.multi_processor_count
                 context["total_memory_bytes"] = props.total_memory
                 context["l2_cache_bytes"] = getattr(props, "L2_cache_size", None)
+                torch_bus_id = torch_pci_bus_id(props)
             except Exception as error:  # the probe run reports the failure; the context notes it
                 context["device_properties_error"] = f"{type(error).__name__}: {error}"
+    # the GPU's NUMA node and CPU set (NVML by UUID, else sysfs) and the process's CPU set (section 7)
+    gpu = backend.device_kind == "cuda"
+    context["topology"] = topology_context(backend.gpu_uuid if gpu else None, torch_bus_id)
     return context
 
 

@@ -11,7 +11,11 @@ copy/scale/add/triad/dot, 50 iterations); gemm bf16 8192^3 (2 s warm-up, 50 iter
 throughput of 10k queued launches, per launch inside a CUDA graph, and event time behind a blocking
 ``torch.cuda._sleep`` so the host's dispatch is outside the events); pinned host<->device copies of 1 GiB
 with the PCIe link read under load; a 30 s bf16 burn with every product compared bitwise with the first. An
-NVML sampler runs at 20 Hz throughout; each step prints its throttle class, reasons, SM clock and power.
+NVML sampler runs at 20 Hz throughout; each step prints its throttle class, reasons, SM clock and power. The
+context records the GPU's NUMA node and CPU set and the process's (probes/topology.py, copied); the PCIe step
+binds to the GPU's CPUs and adds a bidirectional pair (two streams, each timed on its own); GEMM and burn figures
+get ``eff_clock`` (over the seed's FLOP/clk/SM and the timed loop's mean SM clock) and hbm copy/triad
+``eff_mem_clock`` (probes/efficiency.py).
 Clocks, power limits and MIG are never changed. Exit status: 0 when every judged figure is within its limit,
 1 when one is not, 3 when there is no CUDA device (and no --allow-cpu).
 """
@@ -19,6 +23,7 @@ Clocks, power limits and MIG are never changed. Exit status: 0 when every judged
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -29,19 +34,26 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 SPECS = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "gpu_sku_specs.csv"
 # used when the seed is not beside this file (a lone copy on the device machine); same figures as the seed
+HOPPER_CLOCKS = {
+    "bf16_sm_clock_mhz": 1830.0,
+    "fp16_sm_clock_mhz": 1830.0,
+    "fp8_sm_clock_mhz": 1830.0,
+    "tf32_sm_clock_mhz": 1830.0,
+    "fp32_sm_clock_mhz": 1980.0,
+}
 BUILT_IN = {
     "H100-SXM": {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12, "fp32": 66.9e12,
-                 "hbm": 3.35e12, "pcie": 64e9, "sm_count": 132},
+                 "hbm": 3.35e12, "pcie": 64e9, "sm_count": 132, "mem_clock_mhz": 2619.0, **HOPPER_CLOCKS},
     "H200-SXM": {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12, "fp32": 66.9e12,
-                 "hbm": 4.8e12, "pcie": 64e9, "sm_count": 132},
+                 "hbm": 4.8e12, "pcie": 64e9, "sm_count": 132, "mem_clock_mhz": 3201.0, **HOPPER_CLOCKS},
 }  # fmt: skip
 FLOORS = {"bf16": 0.70, "fp8": 0.60, "tf32": 0.65, "fp32": 0.65, "hbm": 0.80, "pcie": 0.70}  # probes.md section 2
 LAUNCH_CEILING_US = {"event_us": 20.0, "wall_us": 50.0}
-BF16_FLOP_PER_CLOCK_PER_SM = 4096  # Hopper dense bf16: 132 SM x 4096 x 1.83 GHz = 989.4 TF
+BIDIR_GATE_CYCLES = 2_000_000  # torch.cuda._sleep holding both copies of a bidirectional pair until both are queued
 REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
            0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown",
            0x100: "DisplayClockSetting"}  # fmt: skip
@@ -68,11 +80,67 @@ def limits_for(sku: str | None) -> dict[str, float]:
             rows = [row for row in csv.DictReader(handle) if row["sku"] == sku]
         if rows:
             out = {row["dtype"]: float(row["peak_flops_dense"]) for row in rows if row["peak_flops_dense"]}
+            out.update({f"{row['dtype']}_sm_clock_mhz": float(row["peak_sm_clock_mhz"])
+                        for row in rows if row.get("peak_sm_clock_mhz")})  # fmt: skip
             first = rows[0]
             out.update(hbm=float(first["hbm_bandwidth_bytes_per_s"]), pcie=float(first["pcie_bandwidth_bytes_per_s"]))
             out["sm_count"] = float(first["sm_count"])
+            if first.get("peak_mem_clock_mhz"):
+                out["mem_clock_mhz"] = float(first["peak_mem_clock_mhz"])
             return out
     return dict(BUILT_IN.get(sku, {}))
+
+
+def flop_per_clock_per_sm(limits: dict[str, float], dtype: str) -> float | None:
+    """The seed's dense peak over (SMs x the clock it is quoted at): 4096 for Hopper bf16 (probes/efficiency.py)."""
+    peak, clock, sms = limits.get(dtype), limits.get(f"{dtype}_sm_clock_mhz"), limits.get("sm_count")
+    return peak / (sms * clock * 1e6) if peak and clock and sms else None
+
+
+# ---------------------------------------------------------------- host topology (probes/topology.py, copied)
+
+
+def cpu_list(cpus: set[int]) -> str:
+    """``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
+    out, ordered, i = [], sorted(cpus), 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def topology(sampler: "Sampler", torch_bus_id: str | None) -> dict[str, Any]:
+    """The GPU's NUMA node (NVML, else the PCI device's sysfs numa_node; -1 is unknown), its CPU set
+    (nvmlDeviceGetCpuAffinity, else sysfs local_cpulist) and this process's CPU set."""
+    out: dict[str, Any] = {"process_cpu_set": cpu_list(os.sched_getaffinity(0))}
+    bus = None
+    info = sampler.call("nvmlDeviceGetPciInfo")
+    if info is not None:
+        raw = info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
+        domain, _, rest = raw.partition(":")
+        bus = f"{int(domain, 16):04x}:{rest.lower()}"
+    bus = bus or torch_bus_id
+    sysfs = Path("/sys/bus/pci/devices") / bus if bus else None
+    node, source = sampler.call("nvmlDeviceGetNumaNodeId"), "nvml"
+    if node is None or node < 0:
+        node, source = None, None
+        text = (sysfs / "numa_node").read_text().strip() if sysfs and (sysfs / "numa_node").exists() else None
+        if text is not None and int(text) >= 0:
+            node, source = int(text), "sysfs"
+    words = sampler.call("nvmlDeviceGetCpuAffinity", max(1, -(-(os.cpu_count() or 1) // 64)))
+    cpus = {i * 64 + b for i, w in enumerate(words or []) for b in range(64) if int(w) >> b & 1}
+    cpus_source = "nvml" if cpus else None
+    if not cpus and sysfs and (sysfs / "local_cpulist").exists():
+        for part in (sysfs / "local_cpulist").read_text().strip().split(","):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+        cpus_source = "sysfs" if cpus else None
+    out.update(pci_bus_id=bus, gpu_numa_node=node, gpu_numa_node_source=source,
+               gpu_cpu_set=cpu_list(cpus) if cpus else None, gpu_cpu_set_source=cpus_source)  # fmt: skip
+    return out
 
 
 # ---------------------------------------------------------------- statistics (stdlib)
@@ -138,6 +206,7 @@ class Sampler:
         self.samples.append({
             "t": time.perf_counter(), "label": self.label, "reasons": self.reasons(),
             "sm_mhz": self.call("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM),
+            "mem_mhz": self.call("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_MEM),
             "power_w": power / 1000.0 if power is not None else None,
             "temp_c": self.call("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
         })  # fmt: skip
@@ -164,7 +233,11 @@ class Sampler:
                 pass
 
     def summary(self, label: str) -> dict[str, Any]:
-        mine = [s for s in self.samples if s["label"] == label]
+        """The step's samples (warm-up and timed loop); ``*_mean_timed``: the timed loop's alone (``Check.timed``)."""
+        mine = [s for s in self.samples if s["label"] in (label, f"{label}:timed")]
+        timed = [s for s in mine if s["label"] == f"{label}:timed"]
+        sm_timed = [s["sm_mhz"] for s in timed if s["sm_mhz"] is not None]
+        mem_timed = [s["mem_mhz"] for s in timed if s.get("mem_mhz") is not None]
         if not mine:
             return {"throttle_class": "unknown", "nvml_error": self.error, "samples": 0}
         union = 0
@@ -180,6 +253,8 @@ class Sampler:
             "sm_mhz_median": statistics.median(clocks) if clocks else None, "sm_mhz_min": min(clocks) if clocks else None,
             "power_w_mean": statistics.fmean(power) if power else None, "power_w_max": max(power) if power else None,
             "temp_c_max": max(temps) if temps else None,
+            "sm_mhz_mean_timed": statistics.fmean(sm_timed) if sm_timed else None,
+            "mem_mhz_mean_timed": statistics.fmean(mem_timed) if mem_timed else None,
         }  # fmt: skip
 
 
@@ -251,6 +326,19 @@ class Check:
     def step(self, label: str) -> None:
         self.sampler.label = label
 
+    @contextlib.contextmanager
+    def timed(self, label: str) -> Iterator[None]:
+        """Label the samples of a timed loop (an edge sample at each end, so a short loop has two)."""
+        self.sampler.label = f"{label}:timed"
+        if self.sampler.nvml is not None:
+            self.sampler.sample()
+        try:
+            yield
+        finally:
+            if self.sampler.nvml is not None:
+                self.sampler.sample()
+            self.sampler.label = label
+
     def add(self, step: str, metric: str, unit: str, samples: list[float] | None, *, limit: float | None = None,
             floor: float | None = None, ceiling: float | None = None, minimum: float | None = None,
             value: float | None = None,
@@ -311,16 +399,28 @@ def hbm_stream(check: Check, dev: Device, elements: int, iterations: int, limits
         "dot": (lambda: torch.dot(a, b), 2),
     }  # fmt: skip
     limit = limits.get("hbm") / 1e9 if limits.get("hbm") else None
+    figures = {}
     for name, (step, arrays) in kernels.items():
         dev.warm(step, 0.1)
-        rates = [arrays * elements * 4 / s / 1e9 for s in dev.seconds(step, iterations)]
+        with check.timed("hbm_stream"):
+            rates = [arrays * elements * 4 / s / 1e9 for s in dev.seconds(step, iterations)]
         judged = name in ("copy", "triad")
-        check.add("hbm_stream", f"{name}_gbps", "GB/s", rates, limit=limit, floor=FLOORS["hbm"] if judged else None)
+        row = check.add("hbm_stream", f"{name}_gbps", "GB/s", rates, limit=limit,
+                        floor=FLOORS["hbm"] if judged else None)  # fmt: skip
+        figures[name] = row["value"]
     torch.add(b, c, alpha=0.4, out=a)
     m = min(elements, 1 << 20)
     verified = bool(torch.allclose(a[:m], b[:m] + 0.4 * c[:m]))
     check.add("hbm_stream", "triad_verified", "bool", None, value=float(verified), minimum=1.0)
-    check.telemetry("hbm_stream")
+    summary = check.telemetry("hbm_stream")
+    mem = summary.get("mem_mhz_mean_timed")
+    for name in ("copy", "triad"):  # the HBM analogue of eff_clock: bandwidth over the spec at the clock it ran at
+        if mem and limits.get("hbm") and limits.get("mem_clock_mhz"):
+            eff = figures[name] * 1e9 / (limits["hbm"] * mem / limits["mem_clock_mhz"])
+            check.add("hbm_stream", f"{name}_eff_mem_clock", "ratio", None, value=eff,
+                      note=f"achieved / (HBM spec x {mem:.0f} / {limits['mem_clock_mhz']:.0f} MHz)")  # fmt: skip
+        else:
+            check.add("hbm_stream", f"{name}_eff_mem_clock", "ratio", None, note="memory clock or spec unknown")
 
 
 def gemm(check: Check, dev: Device, dtype: str, size: int, iterations: int, warm_s: float, limits: dict) -> None:
@@ -362,7 +462,8 @@ def gemm(check: Check, dev: Device, dtype: str, size: int, iterations: int, warm
     try:
         flush = torch.empty(64 * 2**20, device=dev.name) if dev.cuda and size <= 4096 else None  # 256 MiB L2 flush
         dev.warm(step, warm_s)
-        secs = dev.seconds(step, iterations, before=flush.zero_ if flush is not None else None)
+        with check.timed(label):
+            secs = dev.seconds(step, iterations, before=flush.zero_ if flush is not None else None)
         rows = min(256, size)
         ref = a[:rows].double() @ b.double()
         rel = float((out[:rows].double() - ref).norm() / ref.norm())
@@ -377,10 +478,16 @@ def gemm(check: Check, dev: Device, dtype: str, size: int, iterations: int, warm
     row = check.add("gemm", f"{dtype}_{size}_tflops", "TFLOP/s", rates, limit=limit, floor=FLOORS.get(dtype),
                     rel_error=rel, note=note)  # fmt: skip
     summary = check.telemetry(label)
-    clock = summary.get("sm_mhz_median")
-    if dtype in ("bf16", "fp16") and clock and limits.get("sm_count"):
-        eff = row["value"] * 1e12 / (limits["sm_count"] * BF16_FLOP_PER_CLOCK_PER_SM * clock * 1e6)
-        check.add("gemm", f"{dtype}_eff_clock", "ratio", None, value=eff, note="achieved / (SM x 4096 x f_SM median)")
+    clock, per_sm = summary.get("sm_mhz_mean_timed"), flop_per_clock_per_sm(limits, dtype)
+    sms = (dev.torch.cuda.get_device_properties(0).multi_processor_count if dev.cuda else None) or limits.get(
+        "sm_count"
+    )
+    if clock and per_sm and sms:
+        eff = row["value"] * 1e12 / (sms * per_sm * clock * 1e6)
+        check.add("gemm", f"{dtype}_eff_clock", "ratio", None, value=eff,
+                  note=f"achieved / ({sms} SM x {per_sm:.0f} FLOP/clk x {clock:.0f} MHz timed mean)")  # fmt: skip
+    else:
+        check.add("gemm", f"{dtype}_eff_clock", "ratio", None, note="SM clock or FLOP/clk/SM unknown")
     check.add("gemm", f"{dtype}_rel_error_vs_fp64", "ratio", None, value=rel)
 
 
@@ -441,26 +548,70 @@ def launch_latency(check: Check, dev: Device, iterations: int) -> None:
     check.telemetry("launch_latency")
 
 
-def pcie(check: Check, dev: Device, nbytes: int, iterations: int, limits: dict, sampler: Sampler) -> None:
+def pcie(
+    check: Check, dev: Device, nbytes: int, iterations: int, limits: dict, sampler: Sampler, cpus: str | None
+) -> None:
     torch = dev.torch
     check.step("pcie")
     if not dev.cuda:
         check.add("pcie", "h2d_pinned_gbps", "GB/s", None, note="skipped: no CUDA device")
+        check.add("pcie", "h2d_bidir_pinned_gbps", "GB/s", None, note="skipped: no CUDA device; binding not applicable")
         return
-    print(f"pcie: pinned {nbytes / 2**30:.3g} GiB, {iterations} iterations per direction")
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).random_(0, 256)
-    devbuf = torch.empty(nbytes, dtype=torch.uint8, device=dev.name).random_(0, 256)
-    limit = limits.get("pcie") / 1e9 if limits.get("pcie") else None
-    for name, step in (("h2d", lambda: devbuf.copy_(host, non_blocking=True)),
-                       ("d2h", lambda: host.copy_(devbuf, non_blocking=True))):  # fmt: skip
-        dev.warm(step, 0.2)
-        rates = [nbytes / s / 1e9 for s in dev.seconds(step, iterations)]
-        check.add("pcie", f"{name}_pinned_gbps", "GB/s", rates, limit=limit, floor=FLOORS["pcie"])
-    for _ in range(8):
-        devbuf.copy_(host, non_blocking=True)
-    link = {k: sampler.call(f"nvmlDeviceGet{k}") for k in
-            ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth")}  # fmt: skip
-    dev.sync()
+    saved = os.sched_getaffinity(0)
+    bound = None
+    if cpus:  # bind to the GPU's CPUs before allocating, so the pinned pages are first touched on its node
+        wanted = set()
+        for part in cpus.split(","):
+            low, _, high = part.partition("-")
+            wanted.update(range(int(low), int(high or low) + 1))
+        try:
+            os.sched_setaffinity(0, wanted)
+            bound = cpu_list(os.sched_getaffinity(0))
+        except OSError as error:
+            print(f"  could not bind to the GPU's CPUs {cpus}: {error}")
+    print(f"pcie: pinned {nbytes / 2**30:.3g} GiB, {iterations} iterations per direction; bound to CPUs {bound}")
+    try:
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).random_(0, 256)
+        devbuf = torch.empty(nbytes, dtype=torch.uint8, device=dev.name).random_(0, 256)
+        host_back = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).random_(0, 256)
+        dev_back = torch.empty(nbytes, dtype=torch.uint8, device=dev.name).random_(0, 256)
+        limit = limits.get("pcie") / 1e9 if limits.get("pcie") else None
+        steps = {"h2d": lambda: devbuf.copy_(host, non_blocking=True),
+                 "d2h": lambda: host_back.copy_(dev_back, non_blocking=True)}  # fmt: skip
+        for name, step in steps.items():
+            dev.warm(step, 0.2)
+            with check.timed("pcie"):
+                rates = [nbytes / s / 1e9 for s in dev.seconds(step, iterations)]
+            check.add("pcie", f"{name}_pinned_gbps", "GB/s", rates, limit=limit, floor=FLOORS["pcie"], numa_bound=bound)
+        streams = {name: torch.cuda.Stream() for name in steps}
+        both: dict[str, list[float]] = {name: [] for name in steps}
+        with check.timed("pcie"):
+            for _ in range(iterations):  # both directions at once, each timed on its own stream
+                torch.cuda._sleep(BIDIR_GATE_CYCLES)
+                gate = torch.cuda.Event()
+                gate.record()
+                events = {}
+                for name, step in steps.items():
+                    streams[name].wait_event(gate)
+                    with torch.cuda.stream(streams[name]):
+                        events[name] = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                        events[name][0].record()
+                        step()
+                        events[name][1].record()
+                for name, (start, end) in events.items():
+                    end.synchronize()
+                    both[name].append(start.elapsed_time(end) / 1e3)
+            dev.sync()
+        for name, secs in both.items():
+            check.add("pcie", f"{name}_bidir_pinned_gbps", "GB/s", [nbytes / s / 1e9 for s in secs], limit=limit,
+                      note="while the other direction runs", numa_bound=bound)  # fmt: skip
+        for _ in range(8):
+            devbuf.copy_(host, non_blocking=True)
+        link = {k: sampler.call(f"nvmlDeviceGet{k}") for k in
+                ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth", "MaxPcieLinkWidth")}  # fmt: skip
+        dev.sync()
+    finally:
+        os.sched_setaffinity(0, saved)
     print(f"  link under load: {link}")
     if None not in link.values():
         check.add("pcie", "link_gen_minus_max", "count", None,
@@ -481,18 +632,26 @@ def burn(check: Check, dev: Device, size: int, seconds: float, limits: dict) -> 
     dev.warm(lambda: torch.mm(a, b, out=out), 1.0 if dev.cuda else 0.05)
     secs, mismatched = [], 0
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(secs) < 3:
-        secs.extend(dev.seconds(lambda: torch.mm(a, b, out=out), 1))
-        mismatched += int((out != first).sum())
+    with check.timed("burn_soak"):
+        while time.perf_counter() < deadline or len(secs) < 3:
+            secs.extend(dev.seconds(lambda: torch.mm(a, b, out=out), 1))
+            mismatched += int((out != first).sum())
     rates = [2 * size**3 / s / 1e12 for s in secs]
     limit = limits.get("bf16") / 1e12 if dev.cuda and limits.get("bf16") else None
-    check.add("burn_soak", "sustained_tflops", "TFLOP/s", rates, limit=limit)
+    sustained = check.add("burn_soak", "sustained_tflops", "TFLOP/s", rates, limit=limit)
     fifth = max(1, len(rates) // 5)
     ratio = statistics.median(rates[-fifth:]) / statistics.median(rates[:fifth])
     check.add("burn_soak", "sustained_ratio", "ratio", None, value=ratio, note="last fifth / first fifth")
     check.add("burn_soak", "mismatched_elements", "elements", None, value=float(mismatched), ceiling=0.0,
               note=f"{len(rates)} products vs the first")  # fmt: skip
-    check.telemetry("burn_soak")
+    clock = check.telemetry("burn_soak").get("sm_mhz_mean_timed")
+    per_sm, sms = flop_per_clock_per_sm(limits, "bf16"), limits.get("sm_count")
+    if dev.cuda and clock and per_sm and sms:
+        eff = sustained["value"] * 1e12 / (sms * per_sm * clock * 1e6)
+        check.add("burn_soak", "sustained_eff_clock", "ratio", None, value=eff,
+                  note=f"sustained / ({sms:.0f} SM x {per_sm:.0f} FLOP/clk x {clock:.0f} MHz timed mean)")  # fmt: skip
+    else:
+        check.add("burn_soak", "sustained_eff_clock", "ratio", None, note="SM clock or FLOP/clk/SM unknown")
 
 
 # ---------------------------------------------------------------- main
@@ -501,8 +660,13 @@ def burn(check: Check, dev: Device, size: int, seconds: float, limits: dict) -> 
 def context(torch: Any, dev: Device, sampler: Sampler) -> dict[str, Any]:
     info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                             "torch_cuda": torch.version.cuda, "host": platform.node(), "device": dev.name}  # fmt: skip
+    torch_bus_id = None
     if dev.cuda:
         props = torch.cuda.get_device_properties(0)
+        with contextlib.suppress(AttributeError, TypeError, ValueError):
+            torch_bus_id = (
+                f"{int(props.pci_domain_id):04x}:{int(props.pci_bus_id):02x}:{int(props.pci_device_id):02x}.0"
+            )
         info.update(name=props.name, uuid=f"GPU-{props.uuid}" if not str(props.uuid).startswith("GPU-") else str(props.uuid),
                     capability=list(torch.cuda.get_device_capability()), sm_count=props.multi_processor_count,
                     l2_bytes=getattr(props, "L2_cache_size", None), total_memory=props.total_memory)  # fmt: skip
@@ -522,6 +686,10 @@ def context(torch: Any, dev: Device, sampler: Sampler) -> dict[str, Any]:
         )  # fmt: skip
     else:
         info["nvml_error"] = sampler.error
+    if dev.cuda:
+        info["topology"] = topology(sampler, torch_bus_id)
+    else:
+        info["topology"] = {"process_cpu_set": cpu_list(os.sched_getaffinity(0)), "gpu": "not applicable: no GPU"}
     return info
 
 
@@ -565,7 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         gemm(check, dev, "tf32", 256 if quick else 4096, 5 if quick else 50, 0.05 if quick else 1.0, limits)
         gemm(check, dev, "fp32", 256 if quick else 4096, 5 if quick else 50, 0.05 if quick else 1.0, limits)
         launch_latency(check, dev, 50 if quick else 2000)
-        pcie(check, dev, (64 << 20) if quick else (1 << 30), 5 if quick else 20, limits, sampler)
+        cpus = info["topology"].get("gpu_cpu_set")
+        pcie(check, dev, (64 << 20) if quick else (1 << 30), 5 if quick else 20, limits, sampler, cpus)
         burn(check, dev, 256 if quick else 8192, args.burn_seconds or (0.5 if quick else 30.0), limits)
     finally:
         sampler.stop()

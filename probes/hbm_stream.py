@@ -7,7 +7,8 @@ copy ``b = a``, scale ``b = s*c``, add ``c = a + b``, triad ``a = b + s*c`` (one
 ``perf_counter_ns`` (CPU). The value is the median rate; the best rate (STREAM's convention) is in
 the context as ``stats.max``. Triad is verified once against ``b + s*c``. Peak: the SKU's HBM
 bandwidth (``gpu_sku_specs.csv``); copy and triad below 80% of it fail. On the CPU the same kernels
-run on DRAM (numpy's triad is two passes, so it moves more bytes than it is credited with).
+run on DRAM (numpy's triad is two passes, so it moves more bytes than it is credited with). Each kernel also
+has a ``<kernel>_eff_mem_clock`` row (probes/efficiency.py; ``skipped`` on a CPU).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from probes.common import (
     unmeasured,
     warm_up,
 )
+from probes.efficiency import eff_mem_clock_row
 from probes.records import ProbeResult
 from probes.specs import sku_value
 
@@ -156,4 +158,6 @@ def run_hbm_stream(
                 reason=reason,
             )  # fmt: skip
         )
+    # the HBM analogue of eff_clock: each bandwidth over the SKU's, scaled to the memory clock it ran at
+    rows.extend(eff_mem_clock_row(row, f"{row.metric[: -len('_gbps')]}_eff_mem_clock") for row in list(rows))
     return rows

@@ -6,8 +6,19 @@ The limit is the SKU's PCIe bandwidth per direction (``gpu_sku_specs.csv``); pin
 it fail (pageable copies are reported, not judged). While a batch of pinned copies is in flight the
 link's current generation and width are read from NVML and compared with their maxima
 (``link_gen_minus_max_under_load``, ``link_width_minus_max_under_load``: below 0 is a downtrained link;
-NULL without NVML). On a CPU every row is ``skipped`` with the reason. The process is not bound to
-the GPU's NUMA node yet: the context records the CPU affinity.
+NULL without NVML). On a CPU every row is ``skipped`` with the reason.
+
+**NUMA binding** (section 2.1): before its buffers are allocated the calling thread is bound to the GPU's
+CPU set (``nvmlDeviceGetCpuAffinity``, else sysfs ``local_cpulist``; probes/topology.py) with
+``os.sched_setaffinity``, so the pinned pages are first touched on the GPU's node; its CPU set is restored
+afterwards. Every row's context records ``numa_bound``, ``cpu_set`` (the set in force while measuring) and
+``numa_bind_reason`` (why not bound, e.g. the GPU's CPUs unknown); on a CPU they say "not applicable".
+
+**Bidirectional** (nvbandwidth's method): an H2D and a D2H pinned copy on two streams, both held behind a
+short ``torch.cuda._sleep`` on the current stream until the host has queued them, each timed by events on
+its own stream: ``h2d_bidir_pinned_gbps`` and ``d2h_bidir_pinned_gbps`` (each direction while the other
+runs; peak per direction) and ``bidir_total_pinned_gbps`` (both buffers over the span from the first start
+to the last end; peak twice per direction). Reported, not judged by a floor.
 """
 
 from __future__ import annotations
@@ -33,12 +44,16 @@ from probes.common import (
 )
 from probes.records import ProbeResult
 from probes.specs import sku_value
+from probes.topology import NO_GPU as NOT_APPLICABLE
+from probes.topology import bound_to, parse_cpu_list
 
 PROBE = "host_device_copy"
 UNIT = "GB/s"
 FLOOR = 0.70
 BYTES = 256 * 1024 * 1024
 COPIES = ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
+BIDIRECTIONAL = ("h2d_bidir_pinned", "d2h_bidir_pinned", "bidir_total_pinned")
+GATE_CYCLES = 2_000_000  # torch.cuda._sleep before a bidirectional pair: ~1 ms at 2 GHz, longer than queueing both
 LINK_METRICS = ("link_gen_minus_max_under_load", "link_width_minus_max_under_load")
 
 
@@ -71,6 +86,37 @@ def link_under_load(gpu_uuid: str) -> dict[str, Any]:
             pass
 
 
+def bidirectional_seconds(torch: Any, h2d: Any, d2h: Any, iterations: int) -> dict[str, list[float]]:
+    """Seconds per iteration of an H2D and a D2H copy running at once on two streams, each timed by an event
+    pair on its own stream, and the span from the first start to the last end. Both streams wait on an
+    event behind a ``torch.cuda._sleep`` so that neither starts before the host has queued the other."""
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+    sleep = getattr(torch.cuda, "_sleep", None)
+    out: dict[str, list[float]] = {name: [] for name in BIDIRECTIONAL}
+    for _ in range(iterations):
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in streams]
+        if sleep is not None:
+            sleep(GATE_CYCLES)
+        gate = torch.cuda.Event()
+        gate.record()
+        for stream, step, (start, end) in zip(streams, (h2d, d2h), events):
+            stream.wait_event(gate)
+            with torch.cuda.stream(stream):
+                start.record()
+                step()
+                end.record()
+        for _, end in events:
+            end.synchronize()
+        (h_start, h_end), (d_start, d_end) = events
+        out["h2d_bidir_pinned"].append(h_start.elapsed_time(h_end) / 1e3)
+        out["d2h_bidir_pinned"].append(d_start.elapsed_time(d_end) / 1e3)
+        first = min(0.0, h_start.elapsed_time(d_start))  # ms relative to the H2D start
+        last = max(h_start.elapsed_time(h_end), h_start.elapsed_time(d_end))
+        out["bidir_total_pinned"].append((last - first) / 1e3)
+    torch.cuda.synchronize()  # raises on an asynchronous CUDA error
+    return out
+
+
 def _measure(info: RunInfo, nbytes: int, iterations: int, warmup_s: float, sampler: Any) -> tuple[dict, dict]:
     import torch  # noqa: PLC0415 - optional dependency
 
@@ -78,21 +124,24 @@ def _measure(info: RunInfo, nbytes: int, iterations: int, warmup_s: float, sampl
     dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
     pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     pageable = torch.empty(nbytes, dtype=torch.uint8)
-    dev.random_(0, 256)
-    pinned.random_(0, 256)
-    pageable.random_(0, 256)
+    dev_back = torch.empty(nbytes, dtype=torch.uint8, device=device)  # the D2H side of the bidirectional pair
+    pinned_back = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    for buffer in (dev, pinned, pageable, dev_back, pinned_back):
+        buffer.random_(0, 256)
     steps = {
         "h2d_pinned": lambda: dev.copy_(pinned, non_blocking=True),
         "d2h_pinned": lambda: pinned.copy_(dev, non_blocking=True),
         "h2d_pageable": lambda: dev.copy_(pageable),
         "d2h_pageable": lambda: pageable.copy_(dev),
     }
-    for step in steps.values():
-        warm_up(step, warmup_s / len(steps), torch.cuda.synchronize)
+    back = lambda: pinned_back.copy_(dev_back, non_blocking=True)  # noqa: E731
+    for step in (*steps.values(), back):
+        warm_up(step, warmup_s / (len(steps) + 1), torch.cuda.synchronize)
     seconds = {}
     with timed_window(sampler):
         for name, step in steps.items():
             seconds[name] = cuda_event_seconds(torch, step, iterations)
+        seconds.update(bidirectional_seconds(torch, steps["h2d_pinned"], back, iterations))
         for _ in range(8):  # keep the link busy while it is read
             steps["h2d_pinned"]()
         link = link_under_load(info.backend.gpu_uuid)
@@ -106,26 +155,35 @@ def run_host_device_copy(
     peak_bps = sku_value(info.backend.sku, "pcie_bandwidth_bytes_per_s")
     peak = peak_bps / 1e9 if peak_bps and is_gpu(info) else None
     context = probe_context(info, bytes=nbytes, iterations=iterations, warmup_s=warmup_s, floor=FLOOR)
+    copies = (*COPIES, *BIDIRECTIONAL)
     if not is_gpu(info):
-        rows = [unmeasured(info, PROBE, metric_name(c), UNIT, "skipped", NO_GPU, context) for c in COPIES]
+        context.update(numa_bound=None, cpu_set=None, numa_bind_reason=NOT_APPLICABLE)
+        rows = [unmeasured(info, PROBE, metric_name(c), UNIT, "skipped", NO_GPU, context) for c in copies]
         return rows + [unmeasured(info, PROBE, m, "count", "skipped", NO_GPU, context) for m in LINK_METRICS]
+    gpu_cpu_set = context["topology"].get("gpu_cpu_set")
     sampler = sampler_for(info)
+    binding: dict[str, Any] = {}
     try:
-        with open_sampler(sampler):
+        with open_sampler(sampler), bound_to(parse_cpu_list(gpu_cpu_set) if gpu_cpu_set else None) as binding:
             seconds, link = _measure(info, nbytes, iterations, warmup_s, sampler)
     except Exception as error:
+        context.update(binding)
         rows = [
-            unmeasured(info, PROBE, metric_name(c), UNIT, "error", error_text(error), context, peak) for c in COPIES
+            unmeasured(info, PROBE, metric_name(c), UNIT, "error", error_text(error), context, peak) for c in copies
         ]
         return rows + [unmeasured(info, PROBE, m, "count", "error", error_text(error), context) for m in LINK_METRICS]
+    context.update(binding)
     context.update(sampler_context(sampler, info))
     context["pcie_link_under_load"] = link
     throttle = sampler.throttle_class if sampler is not None else "unknown"
     rows = []
-    for copy in COPIES:
-        rates = [nbytes / s / 1e9 for s in seconds[copy]]
-        row = measured(info, PROBE, metric_name(copy), UNIT, rates, context, peak=peak, throttle_class=throttle)
-        status, reason = floor_verdict(info, row.fraction_of_peak, FLOOR if copy.endswith("pinned") else None)
+    for copy in copies:
+        copy_bytes = 2 * nbytes if copy == "bidir_total_pinned" else nbytes
+        copy_peak = 2 * peak if peak and copy == "bidir_total_pinned" else peak
+        rates = [copy_bytes / s / 1e9 for s in seconds[copy]]
+        row = measured(info, PROBE, metric_name(copy), UNIT, rates, context, peak=copy_peak, throttle_class=throttle)
+        judged = copy in ("h2d_pinned", "d2h_pinned")
+        status, reason = floor_verdict(info, row.fraction_of_peak, FLOOR if judged else None)
         rows.append(
             measured(
                 info,
@@ -133,8 +191,8 @@ def run_host_device_copy(
                 metric_name(copy),
                 UNIT,
                 rates,
-                context,
-                peak=peak,
+                dict(context, bytes_per_iteration=copy_bytes),
+                peak=copy_peak,
                 throttle_class=throttle,
                 status=status,
                 reason=reason,

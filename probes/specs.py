@@ -59,3 +59,13 @@ def sku_value(sku: str | None, column: str, path: Path | None = None) -> float |
         if row_sku == sku and row.get(column):
             return float(row[column])
     return None
+
+
+def sku_dtype_value(sku: str | None, dtype: str, column: str, path: Path | None = None) -> float | None:
+    """A per-(SKU, dtype) column of the seed (``peak_flops_dense``, ``peak_sm_clock_mhz``); None when unknown."""
+    if sku is None:
+        return None
+    row = sku_rows(path).get((sku, dtype))
+    if row is None or not row.get(column):
+        return None
+    return float(row[column])

@@ -1,5 +1,6 @@
 """The catalogue in order on one device: health before, launch_latency, hbm_stream, host_device_copy,
-gemm (every dtype), p2p_copy, allreduce, burn_soak, health after. Every row of one attempt shares its run
+gemm (every dtype), p2p_copy, allreduce, burn_soak, health after; ``roofline_sweep`` (optional) only when
+selected, after burn_soak. Every row of one attempt shares its run
 id; a probe that raises becomes its ``error`` rows and the suite goes on. ``probes`` selects a subset
 (health always brackets the run); ``quick`` shrinks every probe (CPU tests, smoke runs).
 
@@ -20,6 +21,7 @@ from probes.burn_soak import run_burn_soak
 from probes.collectives import run_allreduce, run_p2p_copy
 from probes.common import RunInfo, error_text, probe_context, unmeasured
 from probes.context import CpuLoad
+from probes.efficiency import eff_clock_row
 from probes.gemm import DTYPES, effective_dtype, metric_name, run_gemm
 from probes.gemm import PROBE as GEMM
 from probes.gemm import UNIT as GEMM_UNIT
@@ -28,6 +30,7 @@ from probes.health import HealthWatch
 from probes.host_device_copy import run_host_device_copy
 from probes.launch_latency import run_launch_latency
 from probes.records import ProbeResult, utc_now
+from probes.roofline import QUICK_WIDTHS, run_roofline_sweep
 
 CATALOGUE = (
     "health",
@@ -39,7 +42,9 @@ CATALOGUE = (
     "allreduce",
     "burn_soak",
 )
-SELECTABLE = CATALOGUE[1:]  # health brackets every run
+OPTIONAL = ("roofline_sweep",)  # run only when selected (--probe roofline_sweep), after the catalogue
+DEFAULT = CATALOGUE[1:]  # health brackets every run
+SELECTABLE = DEFAULT + OPTIONAL
 GPU_GEMM_SIZES = {"bf16": 8192, "fp16": 8192, "fp8": 8192, "tf32": 4096, "fp32": 4096, "fp64": 4096}
 # torch on a CPU without fp16 matrix units runs fp16 GEMM about 100x slower than fp32 (6.5 s per 1024^3
 # product measured here): a smaller product keeps `perfwh probe` on a CPU to a minute or so
@@ -54,7 +59,7 @@ class SuiteOptions:
     gemm_size: int | None = None
     burn_seconds: float | None = None
     quick: bool = False
-    probes: tuple[str, ...] = SELECTABLE
+    probes: tuple[str, ...] = DEFAULT
     confirm: bool = True  # re-run a probe once when its own verdict fails
 
     def __post_init__(self) -> None:
@@ -84,16 +89,12 @@ def _gemm_rows(info: RunInfo, options: SuiteOptions) -> list[ProbeResult]:
         kwargs: dict[str, Any] = {"size": size}
         if options.quick:
             kwargs.update(iterations=8, warmup_s=0.05)
-        rows.append(
-            run_gemm(
-                dtype=dtype,
-                backend=info.backend,
-                node=info.node,
-                run_id=info.run_id,
-                started_at=info.started_at,
-                **kwargs,
-            )  # fmt: skip
+        row = run_gemm(
+            dtype=dtype, backend=info.backend, node=info.node, run_id=info.run_id, started_at=info.started_at, **kwargs
         )
+        rows.append(row)
+        if row.value is not None:  # the clock-normalised efficiency of a measured product (probes/efficiency.py)
+            rows.append(eff_clock_row(row, row.metric.replace("_tflops", "_eff_clock"), row.context["dtype"]))
     return rows
 
 
@@ -115,6 +116,13 @@ def _steps(info: RunInfo, options: SuiteOptions) -> dict[str, Callable[[], list[
         "p2p_copy": lambda: run_p2p_copy(info, iterations=5 if quick else 20),
         "allreduce": lambda: run_allreduce(info, sizes=(1 << 20,) if quick else None, iterations=5 if quick else None),
         "burn_soak": lambda: run_burn_soak(info, seconds=burn),
+        "roofline_sweep": lambda: run_roofline_sweep(
+            info,
+            size=256 if quick else None,
+            widths=QUICK_WIDTHS if quick else None,
+            iterations=3 if quick else None,
+            warmup_s=0.05 if quick else None,
+        ),
     }
 
 

@@ -88,7 +88,7 @@ class ReasonSampler:
         self.interval_s = interval_s
         self.masks: list[int] = []
         self.sm_clocks_mhz: list[int] = []
-        self.mem_clocks_mhz: list[int] = []
+        self.mem_clocks_mhz: list[int | None] = []  # one per sample, like masks and SM clocks (None: unknown)
         self.power_w: list[float] = []
         self.temp_c: list[int] = []
         self.available = False
@@ -197,8 +197,7 @@ class ReasonSampler:
         with self._lock:
             self.masks.append(mask)
             self.sm_clocks_mhz.append(clock)
-            if mem is not None:
-                self.mem_clocks_mhz.append(mem)
+            self.mem_clocks_mhz.append(mem)
             if power is not None:
                 self.power_w.append(power)
             if temp is not None:
@@ -226,6 +225,17 @@ class ReasonSampler:
         begin, end = self.window
         return self.masks[begin:end]
 
+    def timed_clock_mean(self, which: str = "sm") -> float | None:
+        """Mean SM (``"sm"``) or memory (``"mem"``) clock in MHz over the timed window's samples, its two edge
+        samples included (section 2's ``f_SM_mean`` of ``eff_clock``); None without NVML, without a timed
+        window or when the clock was not readable, never a guess."""
+        if self.window is None or not self.available:
+            return None
+        begin, end = self.window
+        clocks = (self.sm_clocks_mhz if which == "sm" else self.mem_clocks_mhz)[begin:end]
+        known = [c for c in clocks if c is not None]
+        return statistics.fmean(known) if known else None
+
     @property
     def throttle_class(self) -> str:
         return classify(self.masks, self._timed_masks()) if self.available else UNKNOWN
@@ -239,6 +249,7 @@ class ReasonSampler:
         for mask in self.masks:
             union |= mask
         clocks = self.sm_clocks_mhz
+        mem_clocks = [c for c in self.mem_clocks_mhz if c is not None]
         timed = self._timed_masks()
         energy_mj = self._delta("energy_mj")
         seconds = self._edges.get("end_s", 0.0) - self._edges.get("start_s", 0.0) if "end_s" in self._edges else None
@@ -252,7 +263,9 @@ class ReasonSampler:
             "nvml_samples_timed": len(timed) if timed is not None else None,
             "sm_clock_mhz_min": min(clocks) if clocks else None,
             "sm_clock_mhz_median": statistics.median(clocks) if clocks else None,
-            "mem_clock_mhz_median": statistics.median(self.mem_clocks_mhz) if self.mem_clocks_mhz else None,
+            "mem_clock_mhz_median": statistics.median(mem_clocks) if mem_clocks else None,
+            "sm_clock_mhz_mean_timed": self.timed_clock_mean("sm"),
+            "mem_clock_mhz_mean_timed": self.timed_clock_mean("mem"),
             "power_w_mean": statistics.fmean(self.power_w) if self.power_w else None,
             "power_w_max": max(self.power_w) if self.power_w else None,
             "temp_c_max": max(self.temp_c) if self.temp_c else None,

@@ -140,8 +140,9 @@ def test_probe_lands_and_ingests_a_result_that_says_it_ran_on_the_cpu(tmp_path):
     assert "TFLOP/s" in fp32 and fp32.rstrip().endswith("pass")
     fp8 = next(line for line in lines if "fp8_128_tflops" in line)
     assert "skipped" in fp8 and "compute capability" in fp8
-    landed = lines[-1]
-    assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t11 rows\tok")
+    assert "fp32_128_eff_clock" in next(line for line in lines if "eff_clock" in line)  # skipped on a CPU: no SM clock
+    landed = lines[-1]  # fp32, its eff_clock, fp8 (skipped) and the 9 health rows
+    assert landed.startswith("probe_results/local/") and landed.endswith("\tprobe_results_jsonl\t12 rows\tok")
 
 
 def test_sql_without_a_warehouse_says_what_to_do(tmp_path):

@@ -60,6 +60,14 @@ def test_the_cpu_smoke_path_runs_every_step_and_writes_the_summary(tmp_path, cap
         rows[("gemm", "fp8_256_tflops")]["verdict"] == "skipped" and rows[("pcie", "h2d_pinned_gbps")]["value"] is None
     )
     assert rows[("gemm", "bf16_rel_error_vs_fp64")]["value"] < 5e-2
+    # no NVML clock on a CPU: the clock-normalised figures are NULL with the reason, never a guess
+    assert (
+        rows[("gemm", "bf16_eff_clock")]["value"] is None and rows[("gemm", "bf16_eff_clock")]["verdict"] == "skipped"
+    )
+    assert rows[("hbm_stream", "triad_eff_mem_clock")]["value"] is None
+    assert rows[("burn_soak", "sustained_eff_clock")]["value"] is None
+    assert rows[("pcie", "h2d_bidir_pinned_gbps")]["value"] is None
+    assert summary["context"]["topology"]["process_cpu_set"] and "no GPU" in summary["context"]["topology"]["gpu"]
     assert summary["context"]["nvml_error"] == "no CUDA device" and summary["failed"] == []
     assert "done in" in capsys.readouterr().out
 
@@ -70,3 +78,33 @@ def test_without_a_gpu_and_without_allow_cpu_it_says_so(tmp_path, capsys):
         pytest.skip("a GPU is present")
     assert gpu_check.main(["--out", str(tmp_path)]) == 3
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_the_built_in_limits_are_the_seed_figures_and_give_the_hopper_flop_per_clock():
+    for sku, built_in in gpu_check.BUILT_IN.items():
+        seed = gpu_check.limits_for(sku)
+        assert {key: seed[key] for key in built_in} == built_in, sku  # the lone-copy fallback has not drifted
+    h200 = gpu_check.limits_for("H200-SXM")
+    assert gpu_check.flop_per_clock_per_sm(h200, "bf16") == pytest.approx(4096, rel=1e-3)
+    assert gpu_check.flop_per_clock_per_sm(h200, "fp32") == pytest.approx(256, rel=1e-3)
+    assert gpu_check.flop_per_clock_per_sm({}, "bf16") is None
+
+
+class _TopologyNvml:
+    def nvmlDeviceGetPciInfo(self, handle):
+        return type("Pci", (), {"busId": b"00000000:9A:00.0"})()
+
+    def nvmlDeviceGetNumaNodeId(self, handle):
+        return 1
+
+    def nvmlDeviceGetCpuAffinity(self, handle, words):
+        return [0xFFFF0000, 0x1]
+
+
+def test_topology_reads_the_numa_node_and_cpu_set_through_the_samplers_nvml_handle():
+    sampler = gpu_check.Sampler(None)
+    sampler.nvml, sampler.handle = _TopologyNvml(), "GPU-x"
+    topo = gpu_check.topology(sampler, None)
+    assert topo["pci_bus_id"] == "0000:9a:00.0" and (topo["gpu_numa_node"], topo["gpu_numa_node_source"]) == (1, "nvml")
+    assert (topo["gpu_cpu_set"], topo["gpu_cpu_set_source"]) == ("16-31,64", "nvml")
+    assert gpu_check.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"

@@ -51,7 +51,7 @@ def test_measured_cpu_rows_carry_a_ci_and_no_physical_limit(cpu_rows):
 
 
 def test_gpu_only_probes_write_skipped_rows_with_the_reason_on_a_cpu(cpu_rows):
-    skipped = [r for r in cpu_rows if r.status == "skipped"]
+    skipped = [r for r in cpu_rows if r.status == "skipped" and not r.metric.endswith(("_eff_clock", "_eff_mem_clock"))]
     assert {r.probe for r in skipped} == {"host_device_copy", "health", "gemm", "p2p_copy", "allreduce"}
     gemm = {r.metric: r.reason for r in skipped if r.probe == "gemm"}  # numpy has fp32 and fp64 only
     assert set(gemm) == {"bf16_256_tflops", "fp16_256_tflops", "tf32_256_tflops", "fp8_256_tflops"}
@@ -174,3 +174,12 @@ def test_every_row_carries_its_context_and_contention_and_every_measured_row_its
             assert r.n >= 2 and r.ci_low <= r.median <= r.ci_high and "drift" in context["stats"], r.metric
         if r.status == "skipped":
             assert r.value is None and r.ci_low is None and r.reason
+
+
+def test_cpu_rows_carry_skipped_clock_normalised_rows_and_the_process_cpu_set(cpu_rows):
+    eff = {r.metric: r for r in cpu_rows if r.metric.endswith(("_eff_clock", "_eff_mem_clock"))}
+    assert {"fp32_256_eff_clock", "fp64_256_eff_clock", "sustained_eff_clock", "triad_eff_mem_clock"} <= set(eff)
+    for r in eff.values():  # measured on a CPU: no SM or memory clock to normalise by, NULL with the reason
+        assert r.status == "skipped" and r.value is None and "no GPU" in r.reason and r.unit == "ratio"
+    for r in cpu_rows:
+        assert r.context["topology"]["gpu_numa_node"] is None and r.context["topology"]["process_cpu_set"]
