@@ -5,8 +5,10 @@
 --   factor S, R, P           dln = ln(f1/f0)                 dg_additive = L(G1, G0) · dln
 --   leaf under S (queue_*)   dln = -(s1 - s0) / L(S1, S0)    (share of eligible)
 --   leaf under R (badput_*)  dln = -(s1 - s0) / L(R1, R0)    (share of allocated)
+--   ladder factor under P   dln = ln(f1/f0)                 (docs/program_ladder.md; f = Σ lower / Σ upper level)
+--   ladder_residual under P  dln = ln(r1/r0), r = P / (ladder t_sol / t_mean): 1 up to rounding on the job lens
 -- so Σ factor dln = ln(G1/G0), Σ factor dg_additive = G1 - G0, and each factor's leaves add up
--- to its dln (S + Σ queue shares = 1, R + Σ badput shares = 1). NULL where a factor is 0 or
+-- to its dln (S + Σ queue shares = 1, R + Σ badput shares = 1, P = the ladder x ladder_residual). NULL where a factor is 0 or
 -- unknown in either day (ln undefined), and the whole decomposition, root included, is NULL when
 -- G is 0 or unknown on either day (a queue-only day; the zero-value limits of Wood & Lenzen are
 -- not implemented).
@@ -49,6 +51,19 @@ days_long as (
         {{ safe_divide(leaf ~ '_pfs', 'allocated_pfs') }}
     from job_days
     {% endfor %}
+    {%- for step in program_ladder_steps() %}
+    union all
+    select job_id, metric_date, '{{ step[0] }}', 'job_program_goodput', 'mult',
+        {{ safe_divide('ladder_' ~ step[3] ~ '_pfs', 'ladder_' ~ step[2] ~ '_pfs') }}
+    from job_days
+    {%- endfor %}
+    -- rounded to 12 decimals: the job lens's ladder has productive_pfs on top and useful_flop at the bottom, summed
+    -- in another order, so the ratio is 1 up to float noise (demo: |r - 1| <= 7e-14) whose log change over a small
+    -- ln(G1/G0) differed between DuckDB and Spark (share_of_dln_g 2.6e-10 vs 2.9e-10); a real gap stays visible
+    union all
+    select job_id, metric_date, 'ladder_residual', 'job_program_goodput', 'mult',
+        round({{ safe_divide('program_goodput', safe_divide('ladder_t_sol_pfs', 'ladder_t_mean_pfs')) }}, 12)
+    from job_days
 ),
 
 changes as (
