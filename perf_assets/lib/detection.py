@@ -22,6 +22,7 @@ import pandas as pd
 from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
 from perf_assets.lib.mix_rate import mix_rate_split
+from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
@@ -96,7 +97,19 @@ REGRESSION_SCHEMA = {
     "rate_effect": "double",  # ... from the segments' own ratios moving (mix + rate = the pooled change)
     "attribution": "varchar",  # mix | rate (the larger in absolute value)
     "segments": "varchar",  # JSON: the largest contributors with weights, rates, numerators and denominators
+    # ramp onset (perf_assets/lib/ramp.py): appended columns
+    "split_date": "date",  # the scan's split (first day of the new level); change_date differs when a ramp fits better
+    "ramp_end_date": "date",  # first day at the after level when a ramp fits better than a step, else NULL
+    # job co-membership (read by grouping.py): appended column
+    "job_peer_nodes": "varchar",  # JSON list: other nodes in an allocation with the row's node around the change day
 }
+# A ramp replaces the step's day by its onset only on very strong evidence: a BIC difference of at least 30 (10
+# is "very strong" for Kass & Raftery 1995, but the BIC assumes independent days, and a node's daily program
+# goodput is correlated over the days its multi-day jobs run). Tuned on `incidents` seeds 1-3: the HBM probe
+# ramps score 100-160; noisy program_goodput series with two steps (an image stall, then a power cap on job
+# peers) scored up to 14 and read as one long ramp whose onset chained separate incidents into one group.
+RAMP_MIN_BIC_GAIN = 30.0
+JOB_PEER_WINDOW = (timedelta(days=1), timedelta(days=2))  # allocations overlapping [change day - 1, change day + 2)
 SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
 
@@ -180,6 +193,38 @@ def _windows(batch: SeriesBatch, change: ChangePoint) -> tuple[int, int]:
     return int(before[0]), int(after[-1]) + 1
 
 
+def ramp_onset(batch: SeriesBatch, change: ChangePoint, start: int, stop: int) -> tuple[int, int] | None:
+    """(onset column, ramp end column) when a flat-ramp-flat curve fits the change's windows better than a
+    step (BIC, perf_assets/lib/ramp.py), else None. The log of the daily ratios over the valid points."""
+    row = change.series_index
+    num, den = batch.numerators[row, start:stop], batch.denominators[row, start:stop]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = np.isfinite(num) & np.isfinite(den) & (den > 0) & (num > 0)
+    columns = np.flatnonzero(valid)
+    fit = fit_ramp(np.log(num[columns] / den[columns]))
+    if fit is None or fit.bic_gain < RAMP_MIN_BIC_GAIN:
+        return None
+    return start + int(columns[fit.onset]), start + int(columns[fit.end])
+
+
+def job_peer_nodes(allocations: pd.DataFrame | None, nodes: list[str], change_day: date) -> list[str] | None:
+    """Nodes outside ``nodes`` that shared an allocation (one job attempt) with one of them in the days around
+    the change (``JOB_PEER_WINDOW``): a synchronous job runs at its slowest node's pace, so a change on one
+    node shows on its job peers. None when allocations are unknown (not given), [] when there were none."""
+    if allocations is None:
+        return None
+    if allocations.empty or not nodes:
+        return []
+    day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
+    lo, hi = day_start - JOB_PEER_WINDOW[0], day_start + JOB_PEER_WINDOW[1]
+    start = pd.to_datetime(allocations["start_at"], utc=True)
+    end = pd.to_datetime(allocations["end_at"], utc=True)
+    overlapping = allocations[(start < hi) & (end > lo)]
+    jobs = set(overlapping.loc[overlapping["node"].isin(nodes), "slurm_job_id"])
+    peers = set(overlapping.loc[overlapping["slurm_job_id"].isin(jobs), "node"].astype(str)) - set(nodes)
+    return sorted(peers)
+
+
 def factor_log_contributions(
     batch: SeriesBatch, grain: str, entity: str, start: int, change: int, stop: int
 ) -> dict[str, float]:
@@ -253,6 +298,7 @@ def detect_regressions(
     gpu_nodes: dict[str, str] | None = None,
     grain_min_effects: dict[str, float] | None = None,
     inventory: pd.DataFrame | None = None,
+    allocations: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Change points on every goodput and spine-factor series, with their evidence and attribution.
 
@@ -267,6 +313,9 @@ def detect_regressions(
     under ``"grain/metric"``, else under ``"metric"``, else ``grain_min_effects`` (default
     ``GRAIN_MIN_EFFECTS``) of its grain, else ``config.min_relative_effect``. Peers of a node or a
     GPU are the other nodes (GPUs) of its cluster; of a cluster, the other clusters.
+
+    ``allocations`` (int_allocation_nodes: slurm_job_id, node, start_at, end_at) gives node and GPU rows
+    their ``job_peer_nodes`` (JSON; NULL without allocations and for cluster and fleet rows).
     """
     batch = build_series(metric_tree, DETECTED_BY_GRAIN)
     if not batch.keys:
@@ -346,7 +395,9 @@ def detect_regressions(
     for change in changes:
         grain, entity, metric = batch.keys[change.series_index]
         start, stop = _windows(batch, change)
-        change_day = batch.dates[change.index]
+        split_day = batch.dates[change.index]
+        ramp = ramp_onset(batch, change, start, stop)
+        change_day = batch.dates[ramp[0]] if ramp else split_day  # a ramp's change begins at its onset
         direction = batch.directions[change.series_index]
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
@@ -410,6 +461,12 @@ def detect_regressions(
                 "detected_at": detected_at,
             }
             | segment_split(grain, entity, metric, start, change.index, stop)
+            | {"split_date": split_day, "ramp_end_date": batch.dates[ramp[1]] if ramp else None}
+            | {
+                "job_peer_nodes": json.dumps(job_peer_nodes(allocations, nodes, change_day))
+                if grain in ("node", "gpu") and allocations is not None
+                else None
+            }
         )
     found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True
@@ -453,6 +510,7 @@ def describe_regression(row: dict) -> str:
         + f", n={row['n_before']}+{row['n_after']} days"
         + (f", {row['verdict']}" if row.get("verdict") == "provisional" else "")
         + (", gradual drift" if row.get("shape") == "drift" else "")
+        + (f", a ramp from {row['change_date']} to {row['ramp_end_date']}" if row.get("ramp_end_date") else "")
         + f"); factor: {row['top_factor']}{peers}"
         + (f"; coincides with {rollout}" if rollout else "")
     )

@@ -4,9 +4,17 @@ Rows of `regressions` (any grain: fleet, cluster, rack, node, gpu; any metric: g
 companions) belong to one group when they are linked by a chain of pairs that each have
 
 * the same direction (`change_kind`: regression or improvement),
-* change days within ± 2 days (``GROUP_WINDOW_DAYS``), and
+* change days within ± 2 days (``GROUP_WINDOW_DAYS``); the day compared is the scan's split (`split_date`)
+  when the row has one: a ramp's `change_date` is its fitted onset (detection.py), days before the level
+  moved, and single linkage on onsets chained a ramp to an earlier incident of the same cluster through the
+  changes between them; the splits of one incident's rows coincide, and
+
 * nested scopes: one entity inside the other (a node in its cluster, a GPU in its node, the same entity
-  with another metric), by the inventory topology.
+  with another metric), by the inventory topology, or job co-membership: two node (or GPU) rows whose nodes
+  ran in one allocation around the change day (column `job_peer_nodes`, written by detection.py when it
+  has the allocations). A synchronous job runs at its slowest node's pace, so an incident on one node
+  changes its job peers the same way on the same days; without this link they were separate groups, i.e.
+  false alarms next to the incident.
 
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
@@ -25,6 +33,7 @@ group instead. Within the root entity the headline metric is goodput when it mov
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import date, datetime
 
 import pandas as pd
@@ -80,6 +89,17 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     for position, row in enumerate(rows):
         row["_pos"] = position
         row["_day"] = _day(row["change_date"])
+        split = row.get("split_date")
+        row["_link_day"] = _day(split) if split is not None and not pd.isna(split) else row["_day"]
+        row["_node"] = (
+            str(row["entity_id"])
+            if row["grain"] == "node"
+            else topology.gpu_node.get(str(row["entity_id"]))
+            if row["grain"] == "gpu"
+            else None
+        )
+        peers = row.get("job_peer_nodes")
+        row["_job_peers"] = set(json.loads(peers)) if isinstance(peers, str) and peers else set()
     parent = list(range(len(rows)))
 
     def find(i: int) -> int:
@@ -89,11 +109,17 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         return i
 
     def near(a: dict, b: dict) -> bool:
-        return a["change_kind"] == b["change_kind"] and abs((a["_day"] - b["_day"]).days) <= GROUP_WINDOW_DAYS
+        return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
 
     def nested(a: dict, b: dict) -> bool:
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
-        return topology.contains(sa, sb) or topology.contains(sb, sa)
+        if topology.contains(sa, sb) or topology.contains(sb, sa):
+            return True
+        return (
+            a["_node"] is not None
+            and b["_node"] is not None
+            and (b["_node"] in a["_job_peers"] or a["_node"] in b["_job_peers"])
+        )
 
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):
