@@ -19,8 +19,9 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
+from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
-from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
+from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
 from perf_assets.lib.mix_rate import mix_rate_split
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
@@ -112,6 +113,80 @@ RAMP_MIN_BIC_GAIN = 30.0
 JOB_PEER_WINDOW = (timedelta(days=1), timedelta(days=2))  # allocations overlapping [change day - 1, change day + 2)
 SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
+
+
+# Short bursts (perf_assets/lib/bursts.py): series -> the spine factor they belong to. Cluster grain only: the
+# scheduler strands capacity per cluster, and node-grain shares of a few hours of idle time are heavy-tailed
+# (single days of 3-6 % on nodes with no incident), which the burst test's Gaussian noise does not model.
+BURST_SERIES = {"idle_fragmented_share": "allocation"}
+BURST_GRAINS = ("cluster",)
+BURST_MAX_DAYS = 2  # the lengths the scan cannot see: shorter than min_segment (3)
+
+
+def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) -> tuple[list[dict], int]:
+    """Regression rows for short bursts of the ``BURST_SERIES`` (absolute effect >= the grain's minimum, in
+    share points; Bonferroni p within a series, BH q across them), and the number of series tested."""
+    batch = build_series(metric_tree, {grain: tuple(BURST_SERIES) for grain in BURST_GRAINS})
+    found = []
+    for row, key in enumerate(batch.keys):
+        burst = scan_burst(batch.numerators[row], batch.denominators[row], BURST_MAX_DAYS, config.confidence)
+        if burst is not None:
+            found.append((row, burst))
+    if not found:
+        return [], len(batch.keys)
+    q_values = benjamini_hochberg([burst.p_value for _, burst in found])
+    out = []
+    for (row, burst), q in zip(found, q_values):
+        grain, entity, metric = batch.keys[row]
+        accept_q = config.max_qvalue is None or q <= config.max_qvalue
+        if not (
+            burst.p_value <= config.max_pvalue and accept_q and abs(burst.absolute_effect) >= min_effect(grain, metric)
+        ):
+            continue
+        base = burst.rest_level
+        relative = burst.inside_level / base - 1 if base > 0 else math.nan
+        worse = burst.absolute_effect * batch.directions[row] < 0
+        day = batch.dates[burst.start]
+        out.append(
+            {
+                "regression_id": regression_id(grain, entity, metric, day),
+                "metric": metric,
+                "grain": grain,
+                "entity_id": entity,
+                "change_date": day,
+                "change_kind": "regression" if worse else "improvement",
+                "before_start_date": batch.dates[0],
+                "after_end_date": batch.dates[burst.stop - 1],
+                "n_before": burst.n_rest,
+                "n_after": burst.n_inside,
+                "before_level": base,
+                "after_level": burst.inside_level,
+                "before_numerator": burst.rest_numerator,
+                "before_denominator": burst.rest_denominator,
+                "after_numerator": burst.inside_numerator,
+                "after_denominator": burst.inside_denominator,
+                "relative_effect": relative,
+                "ci_low": burst.ci_low / base if base > 0 else math.nan,
+                "ci_high": burst.ci_high / base if base > 0 else math.nan,
+                "p_value": burst.p_value,
+                "statistic": burst.statistic,
+                "test": f"burst: Student t of 1-{BURST_MAX_DAYS} days against the rest, Bonferroni over {burst.intervals}",
+                "q_value": float(q),
+                "verdict": "confirmed" if burst.stop < len(batch.dates) else "provisional",  # it ended: back to base
+                "shape": "burst",
+                "welch_ci_low": burst.ci_low / base if base > 0 else math.nan,
+                "welch_ci_high": burst.ci_high / base if base > 0 else math.nan,
+                "factor_log_contributions": "{}",
+                "top_factor": BURST_SERIES[metric],
+                "top_factor_share": math.nan,
+                "peer_relative_effect": math.nan,
+                "did_relative_effect": math.nan,
+                "split_date": day,
+                "ramp_end_date": None,
+                "job_peer_nodes": None,
+            }
+        )
+    return out, len(batch.keys)
 
 
 def regressions_ddl(table: str) -> str:
@@ -468,13 +543,20 @@ def detect_regressions(
                 else None
             }
         )
+    bursts, burst_series = burst_rows(metric_tree, config, min_effect)
+    for burst in bursts:
+        burst["coinciding_changes"] = json.dumps(
+            coinciding_changes(rollouts, nodes_of(burst["grain"], burst["entity_id"]), burst["change_date"])
+        )
+        burst["detected_at"] = detected_at
+    rows.extend(bursts)
     found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True
     )
     too_short = ["/".join(batch.keys[s.series_index]) for s in result.series if s.status == "too_short"]
     found.attrs.update(
         series={
-            "tested": sum(s.status != "too_short" for s in result.series),
+            "tested": sum(s.status != "too_short" for s in result.series) + burst_series,
             "changed": sum(s.status == "changed" for s in result.series),
             "too_short": len(too_short),
         },
