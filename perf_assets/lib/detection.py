@@ -22,6 +22,7 @@ import pandas as pd
 from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
+from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.mix_rate import mix_rate_split
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
@@ -187,6 +188,100 @@ def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) ->
             }
         )
     return out, len(batch.keys)
+
+
+# Excess fault rates (perf_assets/lib/fault_rates.py): count series per node-day, tested per node and per rack
+# against the rest of the fleet, with the spine factor the faults take from.
+FAULT_SERIES = {"xid_node_faults": "availability"}
+
+
+def fault_rate_rows(
+    metric_tree: pd.DataFrame, node_rack: dict[str, str], config: DetectorConfig, min_effect
+) -> tuple[list[dict], int]:
+    """Regression rows for nodes and racks whose fault rate exceeds the rest of the fleet's (exact conditional
+    binomial p, BH q across the entities tested, onset by Poisson likelihood), and the number of series tested."""
+    batch = build_series(metric_tree, {"node": tuple(FAULT_SERIES)})
+    out, tested = [], 0
+    for metric in FAULT_SERIES:
+        rows = [row for row, key in enumerate(batch.keys) if key[2] == metric]
+        if not rows:
+            continue
+        nodes = [batch.keys[row][1] for row in rows]
+        counts, exposure = batch.numerators[rows], batch.denominators[rows]
+        known = np.isfinite(counts) & np.isfinite(exposure) & (exposure > 0)
+        node_events = np.where(known, counts, 0.0).sum(axis=1)
+        node_exposure = np.where(known, exposure, 0.0).sum(axis=1)
+        racks: dict[str, list[int]] = {}
+        for position, node in enumerate(nodes):
+            if node in node_rack:
+                racks.setdefault(node_rack[node], []).append(position)
+        entities = [("node", node, [position]) for position, node in enumerate(nodes)]
+        entities += [("rack", rack, members) for rack, members in sorted(racks.items()) if len(members) > 1]
+        results = []
+        for grain, entity, members in entities:
+            tested += 1
+            inside = np.zeros(len(nodes), dtype=bool)
+            inside[members] = True
+            found = excess_rate(
+                np.nansum(np.where(known[members], counts[members], np.nan), axis=0),
+                np.nansum(np.where(known[members], exposure[members], np.nan), axis=0),
+                node_events[~inside].sum(),
+                node_exposure[~inside].sum(),
+                config.confidence,
+            )
+            if found is not None:
+                results.append((grain, entity, found))
+        if not results:
+            continue
+        q_values = benjamini_hochberg([found.p_value for _, _, found in results])
+        direction = batch.directions[rows[0]]
+        for (grain, entity, found), q in zip(results, q_values):
+            effect = found.rate_ratio - 1
+            accept_q = config.max_qvalue is None or q <= config.max_qvalue
+            if not (found.p_value <= config.max_pvalue and accept_q and effect >= min_effect(grain, metric)):
+                continue
+            day = batch.dates[found.onset]
+            n_after = len(batch.dates) - found.onset
+            out.append(
+                {
+                    "regression_id": regression_id(grain, entity, metric, day),
+                    "metric": metric,
+                    "grain": grain,
+                    "entity_id": entity,
+                    "change_date": day,
+                    "change_kind": "regression" if direction < 0 else "improvement",  # a higher rate
+                    "before_start_date": batch.dates[0],
+                    "after_end_date": batch.dates[-1],
+                    "n_before": found.onset,
+                    "n_after": n_after,
+                    "before_level": found.peer_rate,  # the rest of the fleet's rate (the test's baseline)
+                    "after_level": found.rate,  # the entity's rate over the window
+                    "before_numerator": float(found.peer_events),
+                    "before_denominator": found.peer_exposure,
+                    "after_numerator": float(found.events),
+                    "after_denominator": found.exposure,
+                    "relative_effect": effect,
+                    "ci_low": found.ci_low - 1,
+                    "ci_high": found.ci_high - 1,
+                    "p_value": found.p_value,
+                    "statistic": float(found.events),
+                    "test": "fault rate vs the rest of the fleet: exact conditional binomial; onset: Poisson likelihood",
+                    "q_value": float(q),
+                    "verdict": "confirmed" if n_after >= config.confirm_points else "provisional",
+                    "shape": "rate",
+                    "welch_ci_low": math.nan,
+                    "welch_ci_high": math.nan,
+                    "factor_log_contributions": "{}",
+                    "top_factor": FAULT_SERIES[metric],
+                    "top_factor_share": math.nan,
+                    "peer_relative_effect": math.nan,
+                    "did_relative_effect": math.nan,
+                    "split_date": day,
+                    "ramp_end_date": None,
+                    "job_peer_nodes": None,
+                }
+            )
+    return out, tested
 
 
 def regressions_ddl(table: str) -> str:
@@ -544,6 +639,14 @@ def detect_regressions(
             }
         )
     bursts, burst_series = burst_rows(metric_tree, config, min_effect)
+    node_rack = (
+        dict(zip(inventory["node"].astype(str), inventory["rack"].astype(str)))
+        if inventory is not None and "rack" in inventory
+        else {}
+    )
+    faults, fault_series = fault_rate_rows(metric_tree, node_rack, config, min_effect)
+    bursts += faults
+    burst_series += fault_series
     for burst in bursts:
         burst["coinciding_changes"] = json.dumps(
             coinciding_changes(rollouts, nodes_of(burst["grain"], burst["entity_id"]), burst["change_date"])
