@@ -121,7 +121,7 @@ REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
 # (single days of 3-6 % on nodes with no incident), which the burst test's Gaussian noise does not model.
 BURST_SERIES = {"idle_fragmented_share": "allocation"}
 BURST_GRAINS = ("cluster",)
-BURST_MAX_DAYS = 2  # the lengths the scan cannot see: shorter than min_segment (3)
+BURST_DAYS = (2, 2)  # shortest, longest: shorter than min_segment (3), which the scan cannot see; not 1 day
 
 
 def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) -> tuple[list[dict], int]:
@@ -130,7 +130,9 @@ def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) ->
     batch = build_series(metric_tree, {grain: tuple(BURST_SERIES) for grain in BURST_GRAINS})
     found = []
     for row, key in enumerate(batch.keys):
-        burst = scan_burst(batch.numerators[row], batch.denominators[row], BURST_MAX_DAYS, config.confidence)
+        burst = scan_burst(
+            batch.numerators[row], batch.denominators[row], BURST_DAYS[1], config.confidence, BURST_DAYS[0]
+        )
         if burst is not None:
             found.append((row, burst))
     if not found:
@@ -171,7 +173,7 @@ def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) ->
                 "ci_high": burst.ci_high / base if base > 0 else math.nan,
                 "p_value": burst.p_value,
                 "statistic": burst.statistic,
-                "test": f"burst: Student t of 1-{BURST_MAX_DAYS} days against the rest, Bonferroni over {burst.intervals}",
+                "test": f"burst: Cantelli bound of {burst.n_inside} days against the rest, Bonferroni over {burst.intervals}",
                 "q_value": float(q),
                 "verdict": "confirmed" if burst.stop < len(batch.dates) else "provisional",  # it ended: back to base
                 "shape": "burst",
