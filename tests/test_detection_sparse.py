@@ -161,3 +161,16 @@ def test_job_peers_and_split_days_link_groups():
     )
     groups = group_regressions(ramp, TOPOLOGY)["group_id"]
     assert groups[0] == groups[1] and groups[2] != groups[0]
+
+
+def test_two_incidents_of_one_cluster_on_different_factors_are_two_groups():
+    rows = frame(
+        row("h100", day=18, metric="runtime_goodput"),  # checkpoint storage slower
+        row("h100", day=20, metric="allocation"),  # work moved away: the cluster idles
+        row("h100", day=20, metric="goodput", top_factor="allocation"),
+        row("h100-n1", grain="node", day=20, metric="goodput", top_factor="allocation"),
+        row("h100-n1", grain="node", day=19, metric="clock_ratio"),  # a companion: program goodput
+    )
+    groups = group_regressions(rows, TOPOLOGY)["group_id"]
+    assert groups[1] == groups[2] == groups[3]
+    assert len({groups[0], groups[1], groups[4]}) == 3

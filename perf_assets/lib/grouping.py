@@ -9,6 +9,11 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   moved, and single linkage on onsets chained a ramp to an earlier incident of the same cluster through the
   changes between them; the splits of one incident's rows coincide, and
 
+* the same spine factor (``factor_of``): a spine factor row is its own factor, a goodput row that of its
+  `top_factor`, a companion (SM clock, power, thermal, probes: how fast the GPUs compute) program goodput,
+  a leaf share the factor it belongs to (idle shares allocation, fault counts availability); a row whose
+  factor is unknown links to any. Two incidents of one cluster within two days (a checkpoint storage
+  slowdown, runtime goodput, and a mix shift that idles the cluster, allocation) are two groups, and
 * nested scopes: one entity inside the other (a node in its cluster, a GPU in its node, the same entity
   with another metric), by the inventory topology, or job co-membership: two node (or GPU) rows whose nodes
   ran in one allocation around the change day (column `job_peer_nodes`, written by detection.py when it
@@ -53,6 +58,33 @@ def _day(value: object) -> date:
 
 
 SPINE = ("availability", "allocation", "runtime_goodput", "program_goodput")
+# leaves and companions -> the spine factor they describe (anything else not named: program goodput when it is
+# a companion of the GPUs' speed, else unknown)
+FACTOR_OF_METRIC = {
+    "down_share": "availability",
+    "xid_node_faults": "availability",
+    "xid_count": "availability",
+    "idle_share": "allocation",
+    "idle_fragmented_share": "allocation",
+    "badput_share": "runtime_goodput",
+    "clock_ratio": "program_goodput",
+    "power_ratio": "program_goodput",
+    "thermal_ok": "program_goodput",
+    "probe_gemm_ratio": "program_goodput",
+    "probe_hbm_bw_ratio": "program_goodput",
+    "dcgm_tensor_active": "program_goodput",
+}
+
+
+def factor_of(row: dict) -> str | None:
+    """The spine factor a row's change is a change of (None: unknown, links to any)."""
+    metric = str(row.get("metric"))
+    if metric in SPINE:
+        return metric
+    if metric == "goodput":
+        top = row.get("top_factor")
+        return str(top) if isinstance(top, str) and top in SPINE else None
+    return FACTOR_OF_METRIC.get(metric)
 
 
 def _headline_rank(row: dict) -> int:
@@ -91,6 +123,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         row["_day"] = _day(row["change_date"])
         split = row.get("split_date")
         row["_link_day"] = _day(split) if split is not None and not pd.isna(split) else row["_day"]
+        row["_factor"] = factor_of(row)
         row["_node"] = (
             str(row["entity_id"])
             if row["grain"] == "node"
@@ -112,6 +145,8 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
 
     def nested(a: dict, b: dict) -> bool:
+        if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
+            return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
         if topology.contains(sa, sb) or topology.contains(sb, sa):
             return True
