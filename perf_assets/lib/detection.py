@@ -561,6 +561,11 @@ def detect_regressions(
         return columns
 
     changes = result.changes
+    if allocations is not None:  # once, not per change
+        allocations = allocations.assign(
+            start_at=pd.to_datetime(allocations["start_at"], utc=True),
+            end_at=pd.to_datetime(allocations["end_at"], utc=True),
+        )
     rollouts = software_changes(node_software)
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
