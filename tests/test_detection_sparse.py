@@ -60,6 +60,8 @@ def test_an_excess_fault_rate_against_peers_and_its_onset():
     found = excess_rate(np.array(RACK_FAULTS, dtype=float), np.full(28, 2.0), 2, 308)
     assert found is not None
     assert (found.events, found.exposure, found.onset) == (7, 56.0, 5)  # onset: the first fault, 10-06
+    # corrected for the wait for the first fault: ((7 + 1) * 5.5 - 28) / 7 = 2.29 -> 10-03 (labelled: 10-05)
+    assert found.start == 2
     assert found.rate_ratio == pytest.approx((7 / 56) / (2 / 308))
     # exact: P(X >= 7), X ~ Bin(9, 56 / 364)
     share = 56 / 364
@@ -122,7 +124,7 @@ def test_burst_and_fault_rows_carry_their_evidence():
     assert tested == 13 + 6  # 13 nodes, 6 racks of two or more nodes (h100-r6 has one)
     by_entity = {(r["grain"], r["entity_id"]): r for r in faults}
     rack = by_entity[("rack", "a100-r1")]
-    assert rack["change_date"] == DAYS[5] and rack["change_kind"] == "regression"
+    assert (rack["change_date"], rack["split_date"]) == (DAYS[2], DAYS[5]) and rack["change_kind"] == "regression"
     assert (rack["after_numerator"], rack["after_denominator"], rack["before_numerator"]) == (7.0, 56.0, 2.0)
     assert rack["q_value"] <= 0.05 and rack["top_factor"] == "availability"
     assert ("node", "h100-n3") not in by_entity  # two faults on one day: not an excess at this fleet size

@@ -242,8 +242,8 @@ def fault_rate_rows(
             accept_q = config.max_qvalue is None or q <= config.max_qvalue
             if not (found.p_value <= config.max_pvalue and accept_q and effect >= min_effect(grain, metric)):
                 continue
-            day = batch.dates[found.onset]
-            n_after = len(batch.dates) - found.onset
+            day = batch.dates[found.start]  # corrected for the wait for the first fault; split_date: that fault
+            n_after = len(batch.dates) - found.start
             out.append(
                 {
                     "regression_id": regression_id(grain, entity, metric, day),
@@ -254,7 +254,7 @@ def fault_rate_rows(
                     "change_kind": "regression" if direction < 0 else "improvement",  # a higher rate
                     "before_start_date": batch.dates[0],
                     "after_end_date": batch.dates[-1],
-                    "n_before": found.onset,
+                    "n_before": found.start,
                     "n_after": n_after,
                     "before_level": found.peer_rate,  # the rest of the fleet's rate (the test's baseline)
                     "after_level": found.rate,  # the entity's rate over the window
@@ -278,7 +278,7 @@ def fault_rate_rows(
                     "top_factor_share": math.nan,
                     "peer_relative_effect": math.nan,
                     "did_relative_effect": math.nan,
-                    "split_date": day,
+                    "split_date": batch.dates[found.onset],
                     "ramp_end_date": None,
                     "job_peer_nodes": None,
                 }

@@ -16,7 +16,11 @@ Onset: the day ``tau`` maximizing the Poisson likelihood of the entity's daily c
 before ``tau`` and its own maximum-likelihood rate from ``tau`` on. With a low peer rate it lands on the first
 excess fault, so it lags the true onset by the wait for that fault (on average 1 / rate). The peer rate is
 floored at half an event over the peers' exposure so that one early fault does not make the likelihood
--inf before it. Pure numpy + scipy, no I/O.
+-inf before it. ``start`` corrects that lag: given ``k`` faults from the onset ``tau`` to the window's end
+``T``, their times are uniform on ``[tau, T]`` and the first has expectation ``tau + (T - tau) / (k + 1)``,
+so ``tau = ((k + 1) t_1 - T) / k`` is unbiased (``t_1`` the first fault, taken at the middle of its day;
+floored to a day, within ``[0, onset]``). Its error is still that of one waiting time (two nodes failing at
+0.2 a day: a standard deviation of about 2.5 days). Pure numpy + scipy, no I/O.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ class ExcessRate:
     ci_low: float  # of the rate ratio (Clopper-Pearson on the binomial share)
     ci_high: float
     p_value: float  # exact one-sided binomial P(X >= k)
-    onset: int  # index of the onset day (into the counts given)
+    onset: int  # index of the onset day (into the counts given): the maximum likelihood, the first excess fault
+    start: int  # the onset corrected for the wait for the first fault (unbiased under uniform arrivals)
     events_after_onset: int
     exposure_after_onset: float
 
@@ -80,6 +85,9 @@ def excess_rate(
         after_ll = np.where(after_k > 0, after_k * np.log(after_k / after_e) - after_k, 0.0)
     ll = np.where((after_e > 0) & (after_k > 0), before_ll + after_ll, -np.inf)[: c.size]
     onset = int(np.argmax(ll))
+    k_after = float(after_k[onset])
+    corrected = ((k_after + 1) * (onset + 0.5) - c.size) / k_after
+    start = int(min(onset, max(0, math.floor(corrected))))
     return ExcessRate(
         events=k,
         exposure=exp_total,
@@ -92,6 +100,7 @@ def excess_rate(
         ci_high=ratio(hi),
         p_value=p,
         onset=onset,
+        start=start,
         events_after_onset=int(round(after_k[onset])),
         exposure_after_onset=float(after_e[onset]),
     )
