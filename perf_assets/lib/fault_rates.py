@@ -19,8 +19,10 @@ floored at half an event over the peers' exposure so that one early fault does n
 -inf before it. ``start`` corrects that lag: given ``k`` faults from the onset ``tau`` to the window's end
 ``T``, their times are uniform on ``[tau, T]`` and the first has expectation ``tau + (T - tau) / (k + 1)``,
 so ``tau = ((k + 1) t_1 - T) / k`` is unbiased (``t_1`` the first fault, taken at the middle of its day;
-floored to a day, within ``[0, onset]``). Its error is still that of one waiting time (two nodes failing at
-0.2 a day: a standard deviation of about 2.5 days). Pure numpy + scipy, no I/O.
+floored to a day, at most ``onset``). Its error is still that of one waiting time (two nodes failing at 0.2
+a day: a standard deviation of about 2.5 days). A corrected onset on or before the window's first day says
+the rate may have been high from before the window, which the window cannot place: ``start`` is then the
+first excess fault, the latest onset the data allow. Pure numpy + scipy, no I/O.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def excess_rate(
     onset = int(np.argmax(ll))
     k_after = float(after_k[onset])
     corrected = ((k_after + 1) * (onset + 0.5) - c.size) / k_after
-    start = int(min(onset, max(0, math.floor(corrected))))
+    start = int(min(onset, math.floor(corrected))) if corrected >= 1 else onset
     return ExcessRate(
         events=k,
         exposure=exp_total,
