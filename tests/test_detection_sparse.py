@@ -180,6 +180,6 @@ def test_two_incidents_of_one_cluster_on_different_factors_are_two_groups():
 
 def test_an_onset_the_window_cannot_place_is_the_first_excess_fault():
     counts = np.zeros(28)
-    counts[[5, 17, 17, 20]] = 1  # a100-n02 alone on seed 1: ((4 + 1) * 5.5 - 28) / 4 < 1
+    counts[[5, 17, 20]] = 1  # three faults from day 5: ((3 + 1) * 5.5 - 28) / 3 < 1
     found = excess_rate(counts, np.ones(28), 5, 336)
     assert found is not None and found.onset == found.start == 5

@@ -240,7 +240,8 @@ def fault_rate_rows(
         for (grain, entity, found), q in zip(results, q_values):
             effect = found.rate_ratio - 1
             accept_q = config.max_qvalue is None or q <= config.max_qvalue
-            if not (found.p_value <= config.max_pvalue and accept_q and effect >= min_effect(grain, metric)):
+            large = math.isinf(effect) or effect >= min_effect(grain, metric)  # inf: no fault among the peers
+            if not (found.p_value <= config.max_pvalue and accept_q and large):
                 continue
             day = batch.dates[found.start]  # corrected for the wait for the first fault; split_date: that fault
             n_after = len(batch.dates) - found.start
@@ -262,9 +263,10 @@ def fault_rate_rows(
                     "before_denominator": found.peer_exposure,
                     "after_numerator": float(found.events),
                     "after_denominator": found.exposure,
-                    "relative_effect": effect,
+                    # unbounded when the peers had no fault: unknown (NULL), never a number
+                    "relative_effect": effect if math.isfinite(effect) else math.nan,
                     "ci_low": found.ci_low - 1,
-                    "ci_high": found.ci_high - 1,
+                    "ci_high": found.ci_high - 1 if math.isfinite(found.ci_high) else math.nan,
                     "p_value": found.p_value,
                     "statistic": float(found.events),
                     "test": "fault rate vs the rest of the fleet: exact conditional binomial; onset: Poisson likelihood",
