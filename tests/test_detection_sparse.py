@@ -183,3 +183,16 @@ def test_an_onset_the_window_cannot_place_is_the_first_excess_fault():
     counts[[5, 17, 20]] = 1  # three faults from day 5: ((3 + 1) * 5.5 - 28) / 3 < 1
     found = excess_rate(counts, np.ones(28), 5, 336)
     assert found is not None and found.onset == found.start == 5
+
+
+def test_an_excess_fault_rate_explains_later_availability_dips_of_its_scope():
+    rate = row("a100-r1", grain="rack", day=6, metric="xid_node_faults", shape="rate", top_factor="availability")
+    rate["after_end_date"] = date(2026, 10, 28)
+    rows = frame(
+        rate,
+        row("a100", day=12, metric="availability"),  # six days later, inside the condition: the same incident
+        row("a100", day=12, metric="allocation"),  # another factor: not explained by faults
+        row("fleet", grain="fleet", day=20, metric="goodput"),  # the fleet joins by days, not by the condition
+    )
+    groups = group_regressions(rows, TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1] and groups[2] != groups[0] and groups[3] != groups[0]

@@ -9,6 +9,8 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   moved, and single linkage on onsets chained a ramp to an earlier incident of the same cluster through the
   changes between them; the splits of one incident's rows coincide, and
 
+  (an excess fault rate, `shape` 'rate', is a condition from its onset to the window's end: a row within
+  that span, or up to 2 days before it, is near it), and
 * the same spine factor (``factor_of``): a spine factor row is its own factor, a goodput row that of its
   `top_factor`, a companion (SM clock, power, thermal, probes: how fast the GPUs compute) program goodput,
   a leaf share the factor it belongs to (idle shares allocation, fault counts availability); a row whose
@@ -141,8 +143,20 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             i = parent[i]
         return i
 
+    def ongoing(condition: dict, other: dict) -> bool:
+        """An elevated fault rate (shape 'rate') lasts from its onset to its window's end: a change of the other
+        row inside that span is explained by it (the availability dips of a bad batch's faults)."""
+        if condition.get("shape") != "rate":
+            return False
+        end = condition.get("after_end_date")
+        end_day = _day(end) if end is not None and not pd.isna(end) else condition["_day"]
+        return (condition["_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
+
     def near(a: dict, b: dict) -> bool:
         return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
+
+    def linked_in_time(a: dict, b: dict) -> bool:  # between rows below the fleet: near, or inside a condition
+        return near(a, b) or (a["change_kind"] == b["change_kind"] and (ongoing(a, b) or ongoing(b, a)))
 
     def nested(a: dict, b: dict) -> bool:
         if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
@@ -159,7 +173,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
-            if near(a, b) and nested(a, b):
+            if linked_in_time(a, b) and nested(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     fleet = [row for row in rows if row["grain"] == "fleet"]
     for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
@@ -173,6 +187,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         for row in local:
             if any(near(row, member) for member in members):
                 effect = abs(float(row.get("relative_effect") or 0.0))
+                effect = effect if effect == effect else 0.0  # unknown (NaN) effect: no claim on the fleet row
                 key = find(row["_pos"])
                 scores[key] = max(scores.get(key, 0.0), effect)
         if scores:
