@@ -19,9 +19,12 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
+from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
-from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, detect
+from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
+from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.mix_rate import mix_rate_split
+from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
@@ -96,9 +99,193 @@ REGRESSION_SCHEMA = {
     "rate_effect": "double",  # ... from the segments' own ratios moving (mix + rate = the pooled change)
     "attribution": "varchar",  # mix | rate (the larger in absolute value)
     "segments": "varchar",  # JSON: the largest contributors with weights, rates, numerators and denominators
+    # ramp onset (perf_assets/lib/ramp.py): appended columns
+    "split_date": "date",  # the scan's split (first day of the new level); change_date differs when a ramp fits better
+    "ramp_end_date": "date",  # first day at the after level when a ramp fits better than a step, else NULL
+    # job co-membership (read by grouping.py): appended column
+    "job_peer_nodes": "varchar",  # JSON list: other nodes in an allocation with the row's node around the change day
 }
+# A ramp replaces the step's day by its onset only on very strong evidence: a BIC difference of at least 30 (10
+# is "very strong" for Kass & Raftery 1995, but the BIC assumes independent days, and a node's daily program
+# goodput is correlated over the days its multi-day jobs run). Tuned on `incidents` seeds 1-3: the HBM probe
+# ramps score 100-160; noisy program_goodput series with two steps (an image stall, then a power cap on job
+# peers) scored up to 14 and read as one long ramp whose onset chained separate incidents into one group.
+RAMP_MIN_BIC_GAIN = 30.0
+JOB_PEER_WINDOW = (timedelta(days=1), timedelta(days=2))  # allocations overlapping [change day - 1, change day + 2)
 SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
+
+
+# Short bursts (perf_assets/lib/bursts.py): series -> the spine factor they belong to. Cluster grain only: the
+# scheduler strands capacity per cluster, and node-grain shares of a few hours of idle time are heavy-tailed
+# (single days of 3-6 % on nodes with no incident), which the burst test's Gaussian noise does not model.
+BURST_SERIES = {"idle_fragmented_share": "allocation"}
+BURST_GRAINS = ("cluster",)
+BURST_DAYS = (2, 2)  # shortest, longest: shorter than min_segment (3), which the scan cannot see; not 1 day
+
+
+def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) -> tuple[list[dict], int]:
+    """Regression rows for short bursts of the ``BURST_SERIES`` (absolute effect >= the grain's minimum, in
+    share points; Bonferroni p within a series, BH q across them), and the number of series tested."""
+    batch = build_series(metric_tree, {grain: tuple(BURST_SERIES) for grain in BURST_GRAINS})
+    found = []
+    for row, key in enumerate(batch.keys):
+        burst = scan_burst(
+            batch.numerators[row], batch.denominators[row], BURST_DAYS[1], config.confidence, BURST_DAYS[0]
+        )
+        if burst is not None:
+            found.append((row, burst))
+    if not found:
+        return [], len(batch.keys)
+    q_values = benjamini_hochberg([burst.p_value for _, burst in found])
+    out = []
+    for (row, burst), q in zip(found, q_values):
+        grain, entity, metric = batch.keys[row]
+        accept_q = config.max_qvalue is None or q <= config.max_qvalue
+        if not (
+            burst.p_value <= config.max_pvalue and accept_q and abs(burst.absolute_effect) >= min_effect(grain, metric)
+        ):
+            continue
+        base = burst.rest_level
+        relative = burst.inside_level / base - 1 if base > 0 else math.nan
+        worse = burst.absolute_effect * batch.directions[row] < 0
+        day = batch.dates[burst.start]
+        out.append(
+            {
+                "regression_id": regression_id(grain, entity, metric, day),
+                "metric": metric,
+                "grain": grain,
+                "entity_id": entity,
+                "change_date": day,
+                "change_kind": "regression" if worse else "improvement",
+                "before_start_date": batch.dates[0],
+                "after_end_date": batch.dates[burst.stop - 1],
+                "n_before": burst.n_rest,
+                "n_after": burst.n_inside,
+                "before_level": base,
+                "after_level": burst.inside_level,
+                "before_numerator": burst.rest_numerator,
+                "before_denominator": burst.rest_denominator,
+                "after_numerator": burst.inside_numerator,
+                "after_denominator": burst.inside_denominator,
+                "relative_effect": relative,
+                "ci_low": burst.ci_low / base if base > 0 else math.nan,
+                "ci_high": burst.ci_high / base if base > 0 else math.nan,
+                "p_value": burst.p_value,
+                "statistic": burst.statistic,
+                "test": f"burst: Cantelli bound of {burst.n_inside} days against the rest, Bonferroni over {burst.intervals}",
+                "q_value": float(q),
+                "verdict": "confirmed" if burst.stop < len(batch.dates) else "provisional",  # it ended: back to base
+                "shape": "burst",
+                "welch_ci_low": burst.ci_low / base if base > 0 else math.nan,
+                "welch_ci_high": burst.ci_high / base if base > 0 else math.nan,
+                "factor_log_contributions": "{}",
+                "top_factor": BURST_SERIES[metric],
+                "top_factor_share": math.nan,
+                "peer_relative_effect": math.nan,
+                "did_relative_effect": math.nan,
+                "split_date": day,
+                "ramp_end_date": None,
+                "job_peer_nodes": None,
+            }
+        )
+    return out, len(batch.keys)
+
+
+# Excess fault rates (perf_assets/lib/fault_rates.py): count series per node-day, tested per node and per rack
+# against the rest of the fleet, with the spine factor the faults take from.
+FAULT_SERIES = {"xid_node_faults": "availability"}
+
+
+def fault_rate_rows(
+    metric_tree: pd.DataFrame, node_rack: dict[str, str], config: DetectorConfig, min_effect
+) -> tuple[list[dict], int]:
+    """Regression rows for nodes and racks whose fault rate exceeds the rest of the fleet's (exact conditional
+    binomial p, BH q across the entities tested, onset by Poisson likelihood), and the number of series tested."""
+    batch = build_series(metric_tree, {"node": tuple(FAULT_SERIES)})
+    out, tested = [], 0
+    for metric in FAULT_SERIES:
+        rows = [row for row, key in enumerate(batch.keys) if key[2] == metric]
+        if not rows:
+            continue
+        nodes = [batch.keys[row][1] for row in rows]
+        counts, exposure = batch.numerators[rows], batch.denominators[rows]
+        known = np.isfinite(counts) & np.isfinite(exposure) & (exposure > 0)
+        node_events = np.where(known, counts, 0.0).sum(axis=1)
+        node_exposure = np.where(known, exposure, 0.0).sum(axis=1)
+        racks: dict[str, list[int]] = {}
+        for position, node in enumerate(nodes):
+            if node in node_rack:
+                racks.setdefault(node_rack[node], []).append(position)
+        entities = [("node", node, [position]) for position, node in enumerate(nodes)]
+        entities += [("rack", rack, members) for rack, members in sorted(racks.items()) if len(members) > 1]
+        results = []
+        for grain, entity, members in entities:
+            tested += 1
+            inside = np.zeros(len(nodes), dtype=bool)
+            inside[members] = True
+            found = excess_rate(
+                np.nansum(np.where(known[members], counts[members], np.nan), axis=0),
+                np.nansum(np.where(known[members], exposure[members], np.nan), axis=0),
+                node_events[~inside].sum(),
+                node_exposure[~inside].sum(),
+                config.confidence,
+            )
+            if found is not None:
+                results.append((grain, entity, found))
+        if not results:
+            continue
+        q_values = benjamini_hochberg([found.p_value for _, _, found in results])
+        direction = batch.directions[rows[0]]
+        for (grain, entity, found), q in zip(results, q_values):
+            effect = found.rate_ratio - 1
+            accept_q = config.max_qvalue is None or q <= config.max_qvalue
+            large = math.isinf(effect) or effect >= min_effect(grain, metric)  # inf: no fault among the peers
+            if not (found.p_value <= config.max_pvalue and accept_q and large):
+                continue
+            day = batch.dates[found.start]  # corrected for the wait for the first fault; split_date: that fault
+            n_after = len(batch.dates) - found.start
+            out.append(
+                {
+                    "regression_id": regression_id(grain, entity, metric, day),
+                    "metric": metric,
+                    "grain": grain,
+                    "entity_id": entity,
+                    "change_date": day,
+                    "change_kind": "regression" if direction < 0 else "improvement",  # a higher rate
+                    "before_start_date": batch.dates[0],
+                    "after_end_date": batch.dates[-1],
+                    "n_before": found.start,
+                    "n_after": n_after,
+                    "before_level": found.peer_rate,  # the rest of the fleet's rate (the test's baseline)
+                    "after_level": found.rate,  # the entity's rate over the window
+                    "before_numerator": float(found.peer_events),
+                    "before_denominator": found.peer_exposure,
+                    "after_numerator": float(found.events),
+                    "after_denominator": found.exposure,
+                    # unbounded when the peers had no fault: unknown (NULL), never a number
+                    "relative_effect": effect if math.isfinite(effect) else math.nan,
+                    "ci_low": found.ci_low - 1,
+                    "ci_high": found.ci_high - 1 if math.isfinite(found.ci_high) else math.nan,
+                    "p_value": found.p_value,
+                    "statistic": float(found.events),
+                    "test": "fault rate vs the rest of the fleet: exact conditional binomial; onset: Poisson likelihood",
+                    "q_value": float(q),
+                    "verdict": "confirmed" if n_after >= config.confirm_points else "provisional",
+                    "shape": "rate",
+                    "welch_ci_low": math.nan,
+                    "welch_ci_high": math.nan,
+                    "factor_log_contributions": "{}",
+                    "top_factor": FAULT_SERIES[metric],
+                    "top_factor_share": math.nan,
+                    "peer_relative_effect": math.nan,
+                    "did_relative_effect": math.nan,
+                    "split_date": batch.dates[found.onset],
+                    "ramp_end_date": None,
+                    "job_peer_nodes": None,
+                }
+            )
+    return out, tested
 
 
 def regressions_ddl(table: str) -> str:
@@ -180,6 +367,38 @@ def _windows(batch: SeriesBatch, change: ChangePoint) -> tuple[int, int]:
     return int(before[0]), int(after[-1]) + 1
 
 
+def ramp_onset(batch: SeriesBatch, change: ChangePoint, start: int, stop: int) -> tuple[int, int] | None:
+    """(onset column, ramp end column) when a flat-ramp-flat curve fits the change's windows better than a
+    step (BIC, perf_assets/lib/ramp.py), else None. The log of the daily ratios over the valid points."""
+    row = change.series_index
+    num, den = batch.numerators[row, start:stop], batch.denominators[row, start:stop]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = np.isfinite(num) & np.isfinite(den) & (den > 0) & (num > 0)
+    columns = np.flatnonzero(valid)
+    fit = fit_ramp(np.log(num[columns] / den[columns]))
+    if fit is None or fit.bic_gain < RAMP_MIN_BIC_GAIN:
+        return None
+    return start + int(columns[fit.onset]), start + int(columns[fit.end])
+
+
+def job_peer_nodes(allocations: pd.DataFrame | None, nodes: list[str], change_day: date) -> list[str] | None:
+    """Nodes outside ``nodes`` that shared an allocation (one job attempt) with one of them in the days around
+    the change (``JOB_PEER_WINDOW``): a synchronous job runs at its slowest node's pace, so a change on one
+    node shows on its job peers. None when allocations are unknown (not given), [] when there were none."""
+    if allocations is None:
+        return None
+    if allocations.empty or not nodes:
+        return []
+    day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
+    lo, hi = day_start - JOB_PEER_WINDOW[0], day_start + JOB_PEER_WINDOW[1]
+    start = pd.to_datetime(allocations["start_at"], utc=True)
+    end = pd.to_datetime(allocations["end_at"], utc=True)
+    overlapping = allocations[(start < hi) & (end > lo)]
+    jobs = set(overlapping.loc[overlapping["node"].isin(nodes), "slurm_job_id"])
+    peers = set(overlapping.loc[overlapping["slurm_job_id"].isin(jobs), "node"].astype(str)) - set(nodes)
+    return sorted(peers)
+
+
 def factor_log_contributions(
     batch: SeriesBatch, grain: str, entity: str, start: int, change: int, stop: int
 ) -> dict[str, float]:
@@ -253,6 +472,7 @@ def detect_regressions(
     gpu_nodes: dict[str, str] | None = None,
     grain_min_effects: dict[str, float] | None = None,
     inventory: pd.DataFrame | None = None,
+    allocations: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Change points on every goodput and spine-factor series, with their evidence and attribution.
 
@@ -267,6 +487,9 @@ def detect_regressions(
     under ``"grain/metric"``, else under ``"metric"``, else ``grain_min_effects`` (default
     ``GRAIN_MIN_EFFECTS``) of its grain, else ``config.min_relative_effect``. Peers of a node or a
     GPU are the other nodes (GPUs) of its cluster; of a cluster, the other clusters.
+
+    ``allocations`` (int_allocation_nodes: slurm_job_id, node, start_at, end_at) gives node and GPU rows
+    their ``job_peer_nodes`` (JSON; NULL without allocations and for cluster and fleet rows).
     """
     batch = build_series(metric_tree, DETECTED_BY_GRAIN)
     if not batch.keys:
@@ -340,13 +563,20 @@ def detect_regressions(
         return columns
 
     changes = result.changes
+    if allocations is not None:  # once, not per change
+        allocations = allocations.assign(
+            start_at=pd.to_datetime(allocations["start_at"], utc=True),
+            end_at=pd.to_datetime(allocations["end_at"], utc=True),
+        )
     rollouts = software_changes(node_software)
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
     for change in changes:
         grain, entity, metric = batch.keys[change.series_index]
         start, stop = _windows(batch, change)
-        change_day = batch.dates[change.index]
+        split_day = batch.dates[change.index]
+        ramp = ramp_onset(batch, change, start, stop)
+        change_day = batch.dates[ramp[0]] if ramp else split_day  # a ramp's change begins at its onset
         direction = batch.directions[change.series_index]
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
@@ -410,14 +640,35 @@ def detect_regressions(
                 "detected_at": detected_at,
             }
             | segment_split(grain, entity, metric, start, change.index, stop)
+            | {"split_date": split_day, "ramp_end_date": batch.dates[ramp[1]] if ramp else None}
+            | {
+                "job_peer_nodes": json.dumps(job_peer_nodes(allocations, nodes, change_day))
+                if grain in ("node", "gpu") and allocations is not None
+                else None
+            }
         )
+    bursts, burst_series = burst_rows(metric_tree, config, min_effect)
+    node_rack = (
+        dict(zip(inventory["node"].astype(str), inventory["rack"].astype(str)))
+        if inventory is not None and "rack" in inventory
+        else {}
+    )
+    faults, fault_series = fault_rate_rows(metric_tree, node_rack, config, min_effect)
+    bursts += faults
+    burst_series += fault_series
+    for burst in bursts:
+        burst["coinciding_changes"] = json.dumps(
+            coinciding_changes(rollouts, nodes_of(burst["grain"], burst["entity_id"]), burst["change_date"])
+        )
+        burst["detected_at"] = detected_at
+    rows.extend(bursts)
     found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True
     )
     too_short = ["/".join(batch.keys[s.series_index]) for s in result.series if s.status == "too_short"]
     found.attrs.update(
         series={
-            "tested": sum(s.status != "too_short" for s in result.series),
+            "tested": sum(s.status != "too_short" for s in result.series) + burst_series,
             "changed": sum(s.status == "changed" for s in result.series),
             "too_short": len(too_short),
         },
@@ -453,6 +704,7 @@ def describe_regression(row: dict) -> str:
         + f", n={row['n_before']}+{row['n_after']} days"
         + (f", {row['verdict']}" if row.get("verdict") == "provisional" else "")
         + (", gradual drift" if row.get("shape") == "drift" else "")
+        + (f", a ramp from {row['change_date']} to {row['ramp_end_date']}" if row.get("ramp_end_date") else "")
         + f"); factor: {row['top_factor']}{peers}"
         + (f"; coincides with {rollout}" if rollout else "")
     )

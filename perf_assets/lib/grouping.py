@@ -4,9 +4,24 @@ Rows of `regressions` (any grain: fleet, cluster, rack, node, gpu; any metric: g
 companions) belong to one group when they are linked by a chain of pairs that each have
 
 * the same direction (`change_kind`: regression or improvement),
-* change days within ± 2 days (``GROUP_WINDOW_DAYS``), and
+* change days within ± 2 days (``GROUP_WINDOW_DAYS``); the day compared is the scan's split (`split_date`)
+  when the row has one: a ramp's `change_date` is its fitted onset (detection.py), days before the level
+  moved, and single linkage on onsets chained a ramp to an earlier incident of the same cluster through the
+  changes between them; the splits of one incident's rows coincide, and
+
+  (an excess fault rate, `shape` 'rate', is a condition from its onset to the window's end: a row within
+  that span, or up to 2 days before it, is near it), and
+* the same spine factor (``factor_of``): a spine factor row is its own factor, a goodput row that of its
+  `top_factor`, a companion (SM clock, power, thermal, probes: how fast the GPUs compute) program goodput,
+  a leaf share the factor it belongs to (idle shares allocation, fault counts availability); a row whose
+  factor is unknown links to any. Two incidents of one cluster within two days (a checkpoint storage
+  slowdown, runtime goodput, and a mix shift that idles the cluster, allocation) are two groups, and
 * nested scopes: one entity inside the other (a node in its cluster, a GPU in its node, the same entity
-  with another metric), by the inventory topology.
+  with another metric), by the inventory topology, or job co-membership: two node (or GPU) rows whose nodes
+  ran in one allocation around the change day (column `job_peer_nodes`, written by detection.py when it
+  has the allocations). A synchronous job runs at its slowest node's pace, so an incident on one node
+  changes its job peers the same way on the same days; without this link they were separate groups, i.e.
+  false alarms next to the incident.
 
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
@@ -25,6 +40,7 @@ group instead. Within the root entity the headline metric is goodput when it mov
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import date, datetime
 
 import pandas as pd
@@ -44,6 +60,33 @@ def _day(value: object) -> date:
 
 
 SPINE = ("availability", "allocation", "runtime_goodput", "program_goodput")
+# leaves and companions -> the spine factor they describe (anything else not named: program goodput when it is
+# a companion of the GPUs' speed, else unknown)
+FACTOR_OF_METRIC = {
+    "down_share": "availability",
+    "xid_node_faults": "availability",
+    "xid_count": "availability",
+    "idle_share": "allocation",
+    "idle_fragmented_share": "allocation",
+    "badput_share": "runtime_goodput",
+    "clock_ratio": "program_goodput",
+    "power_ratio": "program_goodput",
+    "thermal_ok": "program_goodput",
+    "probe_gemm_ratio": "program_goodput",
+    "probe_hbm_bw_ratio": "program_goodput",
+    "dcgm_tensor_active": "program_goodput",
+}
+
+
+def factor_of(row: dict) -> str | None:
+    """The spine factor a row's change is a change of (None: unknown, links to any)."""
+    metric = str(row.get("metric"))
+    if metric in SPINE:
+        return metric
+    if metric == "goodput":
+        top = row.get("top_factor")
+        return str(top) if isinstance(top, str) and top in SPINE else None
+    return FACTOR_OF_METRIC.get(metric)
 
 
 def _headline_rank(row: dict) -> int:
@@ -80,6 +123,18 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     for position, row in enumerate(rows):
         row["_pos"] = position
         row["_day"] = _day(row["change_date"])
+        split = row.get("split_date")
+        row["_link_day"] = _day(split) if split is not None and not pd.isna(split) else row["_day"]
+        row["_factor"] = factor_of(row)
+        row["_node"] = (
+            str(row["entity_id"])
+            if row["grain"] == "node"
+            else topology.gpu_node.get(str(row["entity_id"]))
+            if row["grain"] == "gpu"
+            else None
+        )
+        peers = row.get("job_peer_nodes")
+        row["_job_peers"] = set(json.loads(peers)) if isinstance(peers, str) and peers else set()
     parent = list(range(len(rows)))
 
     def find(i: int) -> int:
@@ -88,17 +143,37 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             i = parent[i]
         return i
 
+    def ongoing(condition: dict, other: dict) -> bool:
+        """An elevated fault rate (shape 'rate') lasts from its onset to its window's end: a change of the other
+        row inside that span is explained by it (the availability dips of a bad batch's faults)."""
+        if condition.get("shape") != "rate":
+            return False
+        end = condition.get("after_end_date")
+        end_day = _day(end) if end is not None and not pd.isna(end) else condition["_day"]
+        return (condition["_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
+
     def near(a: dict, b: dict) -> bool:
-        return a["change_kind"] == b["change_kind"] and abs((a["_day"] - b["_day"]).days) <= GROUP_WINDOW_DAYS
+        return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
+
+    def linked_in_time(a: dict, b: dict) -> bool:  # between rows below the fleet: near, or inside a condition
+        return near(a, b) or (a["change_kind"] == b["change_kind"] and (ongoing(a, b) or ongoing(b, a)))
 
     def nested(a: dict, b: dict) -> bool:
+        if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
+            return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
-        return topology.contains(sa, sb) or topology.contains(sb, sa)
+        if topology.contains(sa, sb) or topology.contains(sb, sa):
+            return True
+        return (
+            a["_node"] is not None
+            and b["_node"] is not None
+            and (b["_node"] in a["_job_peers"] or a["_node"] in b["_job_peers"])
+        )
 
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
-            if near(a, b) and nested(a, b):
+            if linked_in_time(a, b) and nested(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     fleet = [row for row in rows if row["grain"] == "fleet"]
     for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
@@ -112,6 +187,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         for row in local:
             if any(near(row, member) for member in members):
                 effect = abs(float(row.get("relative_effect") or 0.0))
+                effect = effect if effect == effect else 0.0  # unknown (NaN) effect: no claim on the fleet row
                 key = find(row["_pos"])
                 scores[key] = max(scores.get(key, 0.0), effect)
         if scores:

@@ -44,7 +44,7 @@ class DetectionConfig(dg.Config):
     owners=[OWNER],
     kinds={"duckdb", "python"},
     pool=WRITER_POOL,
-    deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus"],
+    deps=["metric_tree_daily", "stg_node_software__versions", "stg_inventory__gpus", "int_allocation_nodes"],
     description=(
         "Change points in goodput and its spine factors per node, per cluster and for the fleet, and in the "
         "companions (SM clock, power, thermal throttling, tensor activity, GEMM and HBM probes) per GPU, node, "
@@ -78,6 +78,9 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             metric_tree = connection.execute("select * from metric_tree_daily").df()
             node_software = connection.execute("select * from staging.stg_node_software__versions").df()
             inventory = connection.execute("select * from staging.stg_inventory__gpus").df()
+            allocations = connection.execute(
+                "select slurm_job_id, node, start_at, end_at from intermediate.int_allocation_nodes"
+            ).df()
             cluster_nodes = inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict()
             gpu_nodes = dict(zip(inventory["gpu_uuid"], inventory["node"]))
             found = detect_regressions(
@@ -89,6 +92,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
                 gpu_nodes=gpu_nodes,
                 grain_min_effects=dict(config.grain_min_relative_effects),
                 inventory=inventory,
+                allocations=allocations,
             )
             connection.register("found", found)
             connection.execute(regressions_ddl(f"main.{REGRESSIONS_TABLE}"))
