@@ -833,7 +833,10 @@ def test_the_demo_build_opens_alerts_sized_in_gpu_hours(demo_home, tmp_path, cap
     assert main(["alerts", "list", "--data-dir", str(copy)]) == 0
     listed = capsys.readouterr().out
     assert "notified" in listed and "alpha" in listed
-    assert len((copy / "alerts" / "alerts.jsonl").read_text().splitlines()) == len(alerts)
+    # one page per open alert; an alert resolved before any delivery pass (beta's 2-day fragmentation burst
+    # after its 11-05 fault and maintenance: back to its level by 11-07) is never paged
+    paged = [alert for alert in alerts if alert["status"] == "open"]
+    assert paged and len((copy / "alerts" / "alerts.jsonl").read_text().splitlines()) == len(paged)
 
 
 def test_perfwh_alerts_deliver_applies_annotations_before_paging(tmp_path, capsys):
