@@ -11,6 +11,8 @@
 -- The program-goodput ladder (lens 'job' nodes under job_program_goodput, docs/program_ladder.md) at the
 -- job grain from fct_job_day and at the cluster and fleet grains as Σ of the job-days' ladder levels.
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 companion_gpu_days as (
@@ -241,4 +243,7 @@ final as (
     {{ metric_tree_rows(['metric_date'], ['metric_date'], where=grain_rules) }}
 )
 
-select * from final
+select
+    *,
+    {{ is_provisional('metric_date') }} as is_provisional  -- docs/incremental.md
+from final
