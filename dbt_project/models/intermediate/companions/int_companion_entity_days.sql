@@ -18,7 +18,6 @@
 --                          installed node-days
 --   expected_runtime_goodput, runtime_goodput_vs_expected: int_expected_runtime_goodput (cluster,
 --                          fleet; NULL at the node grain)
-{{ config(event_time='metric_date') }}  {#- day batches of metric_tree_daily read their own day (docs/incremental.md) #}
 with
 
 node_days as (

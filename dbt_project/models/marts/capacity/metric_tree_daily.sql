@@ -11,8 +11,7 @@
 -- The program-goodput ladder (lens 'job' nodes under job_program_goodput, docs/program_ladder.md) at the
 -- job grain from fct_job_day and at the cluster and fleet grains as Σ of the job-days' ladder levels.
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
--- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
-{{ daily_microbatch_config('metric_date', 'metric_date') }}
+-- A full table (docs/incremental.md): its companions and job lens change on past days as days arrive.
 with
 
 companion_gpu_days as (

@@ -6,7 +6,6 @@
 --     P = useful_flop / productive_pfs (MFU over productive time, dense peak)
 --   time_goodput = S x R (≈ Meta's ETTR, §1.2), each Σ/Σ over the job's attempts that day.
 -- badput_other is the named residual: allocated - productive - Σ measured leaves.
-{{ config(event_time='metric_date') }}  {#- day batches of metric_tree_daily read their own day (docs/incremental.md) #}
 with
 
 attempt_days as (

@@ -3,7 +3,6 @@
 -- factor's own denominator. useful_flop extrapolates the FLOPs of jobs with metadata to the
 -- productive time of jobs without it (as fct_cluster_day does); coverage_program_goodput says
 -- how much was measured. This is the side of the lens reconciliation with fct_cluster_day.
-{{ config(event_time='metric_date') }}  {#- day batches of metric_tree_daily read their own day (docs/incremental.md) #}
 with
 
 job_days as (
