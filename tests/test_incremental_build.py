@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
@@ -71,6 +71,27 @@ def test_an_incremental_build_takes_the_lookback_and_every_day_a_file_landed_for
     assert plan_window(home, "v1", full_refresh=True, lookback=2).full_refresh
     home.warehouse_db.unlink()
     assert plan_window(home, "v1", lookback=2).full_refresh  # the warehouse is gone
+
+
+def test_the_last_builds_provisional_days_are_rebuilt(tmp_path):
+    """Days a build left provisional (after its last day − its lookback) are rebuilt by the next one, even when two days
+    land at once or the lookback shrinks, so is_provisional never stays true on a day no build will revisit."""
+    home = _lake(tmp_path, {"raw_dcgm": [f"2026-11-{d:02d}" for d in range(1, 11)]})
+    record_build(home, plan_window(home, "v1", lookback=2), "v1")  # provisional: 11-09 and 11-10
+    assert read_state(home)["lookback"] == 2
+
+    for day in ("2026-11-11", "2026-11-12"):  # two days at once: the lookback alone would start at 11-10
+        (home.lake_raw / "raw_dcgm" / f"event_date={day}").mkdir()
+        (home.lake_raw / "raw_dcgm" / f"event_date={day}" / "new.parquet").write_bytes(b"PAR1")
+    window = plan_window(home, "v1", lookback=2)
+    assert (window.start, window.end) == (date(2026, 11, 9), date(2026, 11, 13))
+    assert "provisional days from 2026-11-09" in window.reason
+
+    record_build(home, window, "v1")  # provisional: 11-11 and 11-12
+    shorter = plan_window(home, "v1", lookback=0)  # nothing new, lookback 0: still the days left provisional
+    assert (shorter.start, shorter.end) == (date(2026, 11, 11), date(2026, 11, 13))
+    record_build(home, shorter, "v1")  # lookback 0 leaves no day provisional
+    assert plan_window(home, "v1", lookback=0).start == date(2026, 11, 12)
 
 
 def test_a_rewritten_file_counts_as_late(tmp_path):
@@ -189,3 +210,27 @@ def test_an_empty_lake_builds_today_only(tmp_path):
     window = plan_window(home, "v1", lookback=2)
     assert window.days == 1 and window.full_refresh  # never from `begin` (2024-01-01) to now
     assert every_lake_day_args(home) == window.dbt_args()[:4]
+
+
+def test_the_days_inside_the_lookback_are_provisional(demo_snapshot):
+    """is_provisional on the demo fleet (14 days, lookback PERFWH_INCREMENTAL_LOOKBACK_DAYS, default 2): true on
+    exactly the days after (the calendar's last day − the lookback), on every row of the day, in the day marts and both
+    metric trees."""
+    from perf_assets.lib.incremental import lookback_days
+
+    last = demo_snapshot("select max(day) as day from intermediate.int_calendar_days")["day"][0]
+    last = last.date() if hasattr(last, "date") else last
+    lookback = lookback_days()
+    for table in ("fct_node_day", "fct_cluster_day", "fct_fleet_day", "metric_tree_daily", "metric_tree_hourly"):
+        flags = demo_snapshot(
+            f"select metric_date, bool_and(is_provisional) as every_row, bool_or(is_provisional) as any_row, "
+            f"count(*) as row_count from main.{table} group by metric_date order by metric_date"
+        )
+        assert len(flags) == 14 and (flags["row_count"] > 0).all(), table
+        assert (flags["every_row"] == flags["any_row"]).all(), f"{table}: a day with both flags"
+        provisional = {
+            (day.date() if hasattr(day, "date") else day)
+            for day, flag in zip(flags["metric_date"], flags["every_row"], strict=True)
+            if flag
+        }
+        assert provisional == {last - timedelta(days=n) for n in range(lookback)}, table

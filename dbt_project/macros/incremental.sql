@@ -11,7 +11,7 @@
         incremental_strategy='microbatch',
         event_time=event_time,
         batch_size='day',
-        lookback=var('incremental_lookback_days', 2),
+        lookback=incremental_lookback_days(),
         begin=var('incremental_begin', '2024-01-01'),
         partition_by=[partition_date],
         concurrent_batches=false,
@@ -56,4 +56,33 @@
     from {{ relation }}
     where {{ before_batch(time_column) }}
     group by {{ series_columns | join(', ') }}
+{%- endmacro %}
+
+{#- An interval [start_column, end_column) overlapping the day batch being built (end_column NULL: open-ended); `true`
+    outside a microbatch run. For interval inputs a day-local model reads in full (state, allocation, requeue and
+    inventory intervals), so that a batch reads only the intervals that can touch its day. -#}
+{% macro overlaps_batch(start_column, end_column) -%}
+    {%- set batch = model.get('batch') if model is mapping else none -%}
+    {%- if batch and batch.get('event_time_start') and batch.get('event_time_end') -%}
+        ({{ start_column }} < '{{ batch.event_time_end }}'
+            and ({{ end_column }} is null or {{ end_column }} > '{{ batch.event_time_start }}'))
+    {%- else -%}
+        true
+    {%- endif -%}
+{%- endmacro %}
+
+{#- The lookback of incremental builds in days: dbt var incremental_lookback_days, else the environment variable
+    PERFWH_INCREMENTAL_LOOKBACK_DAYS that perfwh's build window uses (lib/incremental.py), else 2. -#}
+{% macro incremental_lookback_days() -%}
+    {{ return(var('incremental_lookback_days', env_var('PERFWH_INCREMENTAL_LOOKBACK_DAYS', '2')) | int) }}
+{%- endmacro %}
+
+{#- is_provisional (docs/incremental.md): true for a day the next incremental build will rebuild even without a late
+    file, so its rows can still change (late restarts reclassify steps as wasted progress, late files add samples):
+    the days after (latest data day − lookback), the latest data day being the calendar's last (int_calendar_days).
+    With lookback 2 that is the latest day and the day before it (48 h); with lookback 0 no day. -#}
+{% macro is_provisional(date_column) -%}
+    ({{ date_column }} > (
+        select max(day) - interval {{ incremental_lookback_days() }} day from {{ ref('int_calendar_days') }}
+    ))
 {%- endmacro %}

@@ -109,10 +109,15 @@ def mart_models(manifest_path: Path) -> list[tuple[str, str]]:
 
 
 def spark_table_frame(spark_dir: Path, schema: str, name: str) -> pd.DataFrame:
-    """A table Spark built, read from its Parquet files."""
+    """A table Spark built, read from its Parquet files (an incremental model's under its partition folders, e.g.
+    metric_date=2026-11-01/, with the partition column read back from the folder names)."""
     folder = spark_dir / "warehouse" / f"{schema}.db" / name
+    if any(child.is_dir() and "=" in child.name for child in folder.iterdir()):
+        source = f"read_parquet('{folder}/*/*.parquet', hive_partitioning = true)"
+    else:
+        source = f"read_parquet('{folder}/*.parquet')"
     with duckdb.connect() as con:
-        return con.sql(f"select * from read_parquet('{folder}/*.parquet')").df()
+        return con.sql(f"select * from {source}").df()
 
 
 def duckdb_table_frame(database: Path, schema: str, name: str) -> pd.DataFrame:

@@ -39,6 +39,7 @@ class BuildWindow:
     full_refresh: bool
     reason: str
     lake_files: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
+    lookback: int = DEFAULT_LOOKBACK_DAYS
 
     @property
     def days(self) -> int:
@@ -149,13 +150,33 @@ def plan_window(
     elif state.get("fingerprint") != fingerprint:
         reason = "the dbt project changed since the last build"
     if reason:
-        return BuildWindow(first, end, True, reason, files)
+        return BuildWindow(first, end, True, reason, files, lookback)
     seen = state["lake_files"]
     late = sorted({_day_of(path) for path, stat in files.items() if seen.get(path) != stat})
-    start = max(first, min([last - timedelta(days=lookback), *late]))
+    starts = [last - timedelta(days=lookback), *late]
+    unsettled = _unsettled_since(state)
+    if unsettled is not None:
+        starts.append(unsettled)
+    start = max(first, min(starts))
     old = [day for day in late if day < last - timedelta(days=lookback)]
     reason = f"lookback {lookback} day(s)" + (f"; late files for {', '.join(map(str, old))}" if old else "")
-    return BuildWindow(start, end, False, reason, files)
+    if unsettled is not None and unsettled < min([last - timedelta(days=lookback), *late]):
+        reason += f"; the last build's provisional days from {unsettled}"
+    return BuildWindow(start, end, False, reason, files, lookback)
+
+
+def _unsettled_since(state: dict) -> date | None:
+    """The first day the last build left provisional (is_provisional: the days after its last day − its lookback),
+    which the next build must rebuild even when it comes more than one day later or with a shorter lookback; None
+    when it left none or the state predates the record."""
+    try:
+        last_end = date.fromisoformat(state["window"][1])
+        previous_lookback = int(state["lookback"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if previous_lookback <= 0:
+        return None
+    return last_end - timedelta(days=previous_lookback)
 
 
 def record_build(home: DataHome, window: BuildWindow, fingerprint: str) -> Path:
@@ -165,6 +186,7 @@ def record_build(home: DataHome, window: BuildWindow, fingerprint: str) -> Path:
         "fingerprint": fingerprint,
         "window": [window.start.isoformat(), window.end.isoformat()],
         "full_refresh": window.full_refresh,
+        "lookback": window.lookback,
         "lake_files": window.lake_files,
     }
     temporary = path.with_suffix(".tmp")

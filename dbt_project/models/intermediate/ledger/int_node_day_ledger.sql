@@ -3,10 +3,13 @@
 -- down > allocated > idle), so installed = down + idle + badput + productive exactly, down = Σ down_* and
 -- idle = Σ idle_*. Steps are attributed to the Slurm allocation that contains their start and split across
 -- hours (so days) in proportion to time. gpu_count is the number of GPUs installed on the day.
+-- Built by day (docs/incremental.md): a day's rows read that day's installed GPUs and node-hours.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 installed as (
     select * from {{ ref('int_node_days_installed') }}
+    where {{ in_batch('day') }}
 ),
 
 hours as (

@@ -9,42 +9,63 @@
 -- time is cut into pieces at hour starts and at every boundary of an inventory, state, allocation or requeue
 -- interval, so within a piece the installed GPUs, the down leaf, the allocated and the requeue-gap GPUs are
 -- constant and the hour sums are exact.
+-- Built by day (docs/incremental.md): a day's rows read that day's calendar hours, the intervals and steps that
+-- overlap the day and the day's pending demand; the pieces of a day never cross its ends (hour starts are
+-- boundaries), so a day built alone equals a full build.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 hours as (
     select * from {{ ref('int_calendar_hours') }}
+    where {{ in_batch('day') }}
 ),
 
 bounds as (
     select min(hour_start_at) as window_start_at, max(hour_end_at) as window_end_at from hours
 ),
 
-gpus as (
+inventory as (
     select * from {{ ref('stg_inventory__gpus') }}
 ),
 
 nodes as (
-    select node, min(cluster) as cluster, min(sku) as sku from gpus group by node
+    -- every node of the inventory, whichever day its GPUs are installed on (as in a full build)
+    select node, min(cluster) as cluster, min(sku) as sku from inventory group by node
+),
+
+gpus as (
+    select * from inventory
+    where {{ overlaps_batch('valid_from_at', 'valid_to_at') }}
 ),
 
 state_intervals as (
     select * from {{ ref('int_node_state_intervals') }}
+    where {{ overlaps_batch('start_at', 'end_at') }}
+),
+
+all_allocation_nodes as (
+    select * from {{ ref('int_allocation_nodes') }}
 ),
 
 allocation_nodes as (
-    select * from {{ ref('int_allocation_nodes') }}
+    select * from all_allocation_nodes
+    where {{ overlaps_batch('start_at', 'end_at') }}
 ),
 
 requeue_gaps as (
     select * from {{ ref('int_requeue_gap_nodes') }}
+    where {{ overlaps_batch('start_at', 'end_at') }}
 ),
 
 pending as (
     select * from {{ ref('int_pending_demand_hours') }}
+    where {{ in_batch('hour_start_at') }}
 ),
 
 steps as (
+    -- the steps that overlap the day (a step is split across the hours it touches)
     select * from {{ ref('int_job_steps') }}
+    where {{ overlaps_batch('step_start_at', 'step_end_at') }}
 ),
 
 boundaries as (
@@ -170,7 +191,7 @@ step_nodes as (
         allocation_nodes.gpus_on_node / nullif(allocation_nodes.alloc_gpus, 0) as flop_share,
         steps.*
     from steps
-    inner join allocation_nodes
+    inner join all_allocation_nodes as allocation_nodes  -- the allocation that holds the step's start, any day
         on steps.job_id = allocation_nodes.job_id
         and steps.step_start_at >= allocation_nodes.start_at
         and steps.step_start_at < allocation_nodes.end_at

@@ -4,6 +4,8 @@
 -- program_goodput, each Σ/Σ. useful_flop extrapolates the FLOPs of jobs with metadata to the
 -- productive time of jobs without it, over the cluster's sums; coverage_program_goodput says how
 -- much of productive time was measured.
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 node_days as (
@@ -43,7 +45,8 @@ final as (
         *,
         coverage_program_goodput as coverage_goodput,
         {{ capacity_factors(display=true) }},
-        {{ goodput_h100_equivalent() }}
+        {{ goodput_h100_equivalent() }},
+        {{ is_provisional('metric_date') }} as is_provisional
     from with_useful
 )
 

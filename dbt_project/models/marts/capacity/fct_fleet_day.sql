@@ -1,5 +1,7 @@
 -- The capacity lens for the whole fleet per day: sums of the cluster-day numerators and
 -- denominators (a fleet ratio is never a mean of cluster ratios).
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 cluster_days as (
@@ -35,7 +37,8 @@ final as (
         {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_program_goodput,
         {{ safe_divide('productive_flops_known_pfs', 'productive_pfs') }} as coverage_goodput,
         {{ capacity_factors() }},
-        {{ goodput_h100_equivalent() }}
+        {{ goodput_h100_equivalent() }},
+        {{ is_provisional('metric_date') }} as is_provisional
     from summed
 )
 

@@ -4,6 +4,8 @@
 -- FLOPs-known productive time to all of its productive time (coverage_program_goodput says how much
 -- was measured; with coverage 1 on every node the nodes' useful_flop add up to the cluster's exactly,
 -- tests/singular/assert_node_days_roll_up_to_cluster_days.sql).
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 ledger as (
@@ -53,7 +55,8 @@ final as (
         *,
         coverage_program_goodput as coverage_goodput,
         {{ capacity_factors() }},
-        {{ goodput_h100_equivalent() }}
+        {{ goodput_h100_equivalent() }},
+        {{ is_provisional('metric_date') }} as is_provisional
     from with_useful
 )
 

@@ -3,6 +3,8 @@
 -- to the node-hour's productive time, and the spine factors, each Σ/Σ. The atomic additive table of the
 -- capacity lens (metric_tree.md §2.7 fct_gpu_hour, at node grain: sacct names no GPU indices); Σ of a
 -- node-day's hours equals fct_node_day for every additive column.
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 ledger as (

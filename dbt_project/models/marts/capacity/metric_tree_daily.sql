@@ -11,6 +11,7 @@
 -- The program-goodput ladder (lens 'job' nodes under job_program_goodput, docs/program_ladder.md) at the
 -- job grain from fct_job_day and at the cluster and fleet grains as Σ of the job-days' ladder levels.
 -- A node's coverage is the measure coverage_<node_id> where one exists, else 1.
+-- A full table (docs/incremental.md): its companions and job lens change on past days as days arrive.
 with
 
 companion_gpu_days as (
@@ -241,4 +242,7 @@ final as (
     {{ metric_tree_rows(['metric_date'], ['metric_date'], where=grain_rules) }}
 )
 
-select * from final
+select
+    *,
+    {{ is_provisional('metric_date') }} as is_provisional  -- docs/incremental.md
+from final

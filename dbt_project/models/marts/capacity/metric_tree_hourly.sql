@@ -10,6 +10,8 @@
 {%- endfor %}
 {%- do summed.extend(['productive_flops_known_pfs', 'useful_flop_known']) %}
 {%- set measures = summed + ['useful_flop', 'coverage_program_goodput', 'coverage_goodput'] %}
+-- Built by day (docs/incremental.md): a day's rows read that day's rows of the models above.
+{{ daily_microbatch_config('metric_date', 'metric_date') }}
 with
 
 node_hours as (
@@ -77,4 +79,7 @@ final as (
     {{ metric_tree_rows(['metric_date', 'hour_start_at'], ['hour_start_at']) }}
 )
 
-select * from final
+select
+    *,
+    {{ is_provisional('metric_date') }} as is_provisional  -- docs/incremental.md
+from final
