@@ -124,6 +124,26 @@ BURST_GRAINS = ("cluster",)
 BURST_DAYS = (2, 2)  # shortest, longest: shorter than min_segment (3), which the scan cannot see; not 1 day
 
 
+def sparse_test_row(grain: str, entity: str, metric: str, day: date, first_day: date, **fields) -> dict:
+    """A regression row of a test outside the change-point scan (bursts, fault rates): its identity, and the
+    scan's attribution fields as not assessed (NULL, never zero); ``fields`` carry the test's own evidence."""
+    return {
+        "regression_id": regression_id(grain, entity, metric, day),
+        "metric": metric,
+        "grain": grain,
+        "entity_id": entity,
+        "change_date": day,
+        "before_start_date": first_day,
+        "factor_log_contributions": "{}",
+        "top_factor_share": math.nan,
+        "peer_relative_effect": math.nan,
+        "did_relative_effect": math.nan,
+        "ramp_end_date": None,
+        "job_peer_nodes": None,
+        **fields,
+    }
+
+
 def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) -> tuple[list[dict], int]:
     """Regression rows for short bursts of the ``BURST_SERIES`` (absolute effect >= the grain's minimum, in
     share points; Bonferroni p within a series, BH q across them), and the number of series tested."""
@@ -151,43 +171,36 @@ def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) ->
         worse = burst.absolute_effect * batch.directions[row] < 0
         day = batch.dates[burst.start]
         out.append(
-            {
-                "regression_id": regression_id(grain, entity, metric, day),
-                "metric": metric,
-                "grain": grain,
-                "entity_id": entity,
-                "change_date": day,
-                "change_kind": "regression" if worse else "improvement",
-                "before_start_date": batch.dates[0],
-                "after_end_date": batch.dates[burst.stop - 1],
-                "n_before": burst.n_rest,
-                "n_after": burst.n_inside,
-                "before_level": base,
-                "after_level": burst.inside_level,
-                "before_numerator": burst.rest_numerator,
-                "before_denominator": burst.rest_denominator,
-                "after_numerator": burst.inside_numerator,
-                "after_denominator": burst.inside_denominator,
-                "relative_effect": relative,
-                "ci_low": burst.ci_low / base if base > 0 else math.nan,
-                "ci_high": burst.ci_high / base if base > 0 else math.nan,
-                "p_value": burst.p_value,
-                "statistic": burst.statistic,
-                "test": f"burst: Cantelli bound of {burst.n_inside} days against the rest, Bonferroni over {burst.intervals}",
-                "q_value": float(q),
-                "verdict": "confirmed" if burst.stop < len(batch.dates) else "provisional",  # it ended: back to base
-                "shape": "burst",
-                "welch_ci_low": burst.ci_low / base if base > 0 else math.nan,
-                "welch_ci_high": burst.ci_high / base if base > 0 else math.nan,
-                "factor_log_contributions": "{}",
-                "top_factor": BURST_SERIES[metric],
-                "top_factor_share": math.nan,
-                "peer_relative_effect": math.nan,
-                "did_relative_effect": math.nan,
-                "split_date": day,
-                "ramp_end_date": None,
-                "job_peer_nodes": None,
-            }
+            sparse_test_row(
+                grain,
+                entity,
+                metric,
+                day,
+                batch.dates[0],
+                change_kind="regression" if worse else "improvement",
+                after_end_date=batch.dates[burst.stop - 1],
+                n_before=burst.n_rest,
+                n_after=burst.n_inside,
+                before_level=base,
+                after_level=burst.inside_level,
+                before_numerator=burst.rest_numerator,
+                before_denominator=burst.rest_denominator,
+                after_numerator=burst.inside_numerator,
+                after_denominator=burst.inside_denominator,
+                relative_effect=relative,
+                ci_low=burst.ci_low / base if base > 0 else math.nan,
+                ci_high=burst.ci_high / base if base > 0 else math.nan,
+                p_value=burst.p_value,
+                statistic=burst.statistic,
+                test=f"burst: Cantelli bound of {burst.n_inside} days against the rest, Bonferroni over {burst.intervals}",
+                q_value=float(q),
+                verdict="confirmed" if burst.stop < len(batch.dates) else "provisional",  # it ended: back to base
+                shape="burst",
+                welch_ci_low=burst.ci_low / base if base > 0 else math.nan,
+                welch_ci_high=burst.ci_high / base if base > 0 else math.nan,
+                top_factor=BURST_SERIES[metric],
+                split_date=day,
+            )
         )
     return out, len(batch.keys)
 
@@ -246,44 +259,37 @@ def fault_rate_rows(
             day = batch.dates[found.start]  # corrected for the wait for the first fault; split_date: that fault
             n_after = len(batch.dates) - found.start
             out.append(
-                {
-                    "regression_id": regression_id(grain, entity, metric, day),
-                    "metric": metric,
-                    "grain": grain,
-                    "entity_id": entity,
-                    "change_date": day,
-                    "change_kind": "regression" if direction < 0 else "improvement",  # a higher rate
-                    "before_start_date": batch.dates[0],
-                    "after_end_date": batch.dates[-1],
-                    "n_before": found.start,
-                    "n_after": n_after,
-                    "before_level": found.peer_rate,  # the rest of the fleet's rate (the test's baseline)
-                    "after_level": found.rate,  # the entity's rate over the window
-                    "before_numerator": float(found.peer_events),
-                    "before_denominator": found.peer_exposure,
-                    "after_numerator": float(found.events),
-                    "after_denominator": found.exposure,
+                sparse_test_row(
+                    grain,
+                    entity,
+                    metric,
+                    day,
+                    batch.dates[0],
+                    change_kind="regression" if direction < 0 else "improvement",  # a higher rate
+                    after_end_date=batch.dates[-1],
+                    n_before=found.start,
+                    n_after=n_after,
+                    before_level=found.peer_rate,  # the rest of the fleet's rate (the test's baseline)
+                    after_level=found.rate,  # the entity's rate over the window
+                    before_numerator=float(found.peer_events),
+                    before_denominator=found.peer_exposure,
+                    after_numerator=float(found.events),
+                    after_denominator=found.exposure,
                     # unbounded when the peers had no fault: unknown (NULL), never a number
-                    "relative_effect": effect if math.isfinite(effect) else math.nan,
-                    "ci_low": found.ci_low - 1,
-                    "ci_high": found.ci_high - 1 if math.isfinite(found.ci_high) else math.nan,
-                    "p_value": found.p_value,
-                    "statistic": float(found.events),
-                    "test": "fault rate vs the rest of the fleet: exact conditional binomial; onset: Poisson likelihood",
-                    "q_value": float(q),
-                    "verdict": "confirmed" if n_after >= config.confirm_points else "provisional",
-                    "shape": "rate",
-                    "welch_ci_low": math.nan,
-                    "welch_ci_high": math.nan,
-                    "factor_log_contributions": "{}",
-                    "top_factor": FAULT_SERIES[metric],
-                    "top_factor_share": math.nan,
-                    "peer_relative_effect": math.nan,
-                    "did_relative_effect": math.nan,
-                    "split_date": batch.dates[found.onset],
-                    "ramp_end_date": None,
-                    "job_peer_nodes": None,
-                }
+                    relative_effect=effect if math.isfinite(effect) else math.nan,
+                    ci_low=found.ci_low - 1,
+                    ci_high=found.ci_high - 1 if math.isfinite(found.ci_high) else math.nan,
+                    p_value=found.p_value,
+                    statistic=float(found.events),
+                    test="fault rate vs the rest of the fleet: exact conditional binomial; onset: Poisson likelihood",
+                    q_value=float(q),
+                    verdict="confirmed" if n_after >= config.confirm_points else "provisional",
+                    shape="rate",
+                    welch_ci_low=math.nan,
+                    welch_ci_high=math.nan,
+                    top_factor=FAULT_SERIES[metric],
+                    split_date=batch.dates[found.onset],
+                )
             )
     return out, tested
 

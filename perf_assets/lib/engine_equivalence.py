@@ -84,10 +84,10 @@ def start_dbt_run_on_spark(
     command = [sys.executable, "-c", code, str(perfwh_home), str(spark_dir), str(target_path), *args]
     if niceness and shutil.which("nice"):
         command = ["nice", "-n", str(niceness), *command]
-    log = (spark_dir / "dbt_run_on_spark.log").open("w")
-    return subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(DBT_PROJECT_DIR.parent)
-    )
+    with (spark_dir / "dbt_run_on_spark.log").open("w") as log:  # the child keeps its own copy of the handle
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(DBT_PROJECT_DIR.parent)
+        )
 
 
 def wait_dbt_run_on_spark(process: subprocess.Popen, spark_dir: Path, timeout_s: float = 1800) -> None:
