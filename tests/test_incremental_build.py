@@ -9,11 +9,13 @@ import shutil
 from datetime import date, timedelta
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 
 from perf_assets.lib.engine_equivalence import ABS_TOL, REL_TOL, compare_frames, duckdb_table_frame
 from perf_assets.lib.incremental import (
+    BACKFILL_BATCH_SIZE_ENV,
     every_lake_day_args,
     lake_files,
     plan_window,
@@ -24,6 +26,9 @@ from perf_assets.lib.incremental import (
 from perf_assets.lib.paths import DataHome
 
 WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
+# The same assets without their checks: dbt then runs the models and no data test (the demo fixture's build runs
+# them all); for tests that compare tables between builds.
+WAREHOUSE_MODELS = dg.AssetSelection.from_string(WAREHOUSE_ASSETS).without_checks()
 
 
 def _lake(root: Path, days_by_table: dict[str, list[str]]) -> DataHome:
@@ -39,12 +44,27 @@ def _lake(root: Path, days_by_table: dict[str, list[str]]) -> DataHome:
     return home
 
 
-def test_first_build_is_a_full_refresh_over_every_lake_day(tmp_path):
+def test_first_build_is_a_full_refresh_over_every_lake_day(tmp_path, monkeypatch):
+    monkeypatch.delenv(BACKFILL_BATCH_SIZE_ENV, raising=False)
     home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01", "2026-11-02"], "raw_sacct": ["2026-10-30"]})
     window = plan_window(home, "v1", lookback=2)
     assert (window.start, window.end, window.full_refresh) == (date(2026, 10, 30), date(2026, 11, 3), True)
     assert window.dbt_args() == ["--event-time-start", "2026-10-30", "--event-time-end", "2026-11-03", "--full-refresh"]
     assert len(window.lake_files) == 3  # the _schema file is no day
+
+
+def test_a_full_refresh_takes_the_backfill_batch_size_and_an_incremental_build_days(tmp_path, monkeypatch):
+    home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01", "2026-11-02"]})
+    monkeypatch.setenv(BACKFILL_BATCH_SIZE_ENV, "Month")
+    window = plan_window(home, "v1", lookback=2)
+    assert window.full_refresh and window.batch_size == "month" and "month batches" in window.describe()
+    assert window.dbt_args()[4:] == ["--vars", '{"microbatch_batch_size": "month"}', "--full-refresh"]
+    record_build(home, window, "v1")
+    incremental = plan_window(home, "v1", lookback=2)
+    assert not incremental.full_refresh and incremental.batch_size == "day" and "--vars" not in incremental.dbt_args()
+    monkeypatch.setenv(BACKFILL_BATCH_SIZE_ENV, "hour")  # an hour batch would split the day-grain models
+    with pytest.raises(ValueError, match="PERFWH_BACKFILL_BATCH_SIZE must be one of day, month, year"):
+        plan_window(home, "v2", lookback=2)
 
 
 def test_an_incremental_build_takes_the_lookback_and_every_day_a_file_landed_for(tmp_path):
@@ -162,13 +182,13 @@ def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifes
 
     home = DataHome(tmp_path / "home").ensure()
     first = _copy_landing(simulated, home, lambda p: p != late_file and "2026-11-02" not in str(p))
-    assert first and build(home, selection=WAREHOUSE_ASSETS)
+    assert first and build(home, selection=WAREHOUSE_MODELS)
     assert read_state(home)["full_refresh"] is True
     without_late = _node_day_samples(home, "alpha-n02", "2026-11-01")
 
     rest = _copy_landing(simulated, home, lambda p: p == late_file or "2026-11-02" in str(p))
     assert late_file in rest and len(rest) > 1
-    assert build(home, selection=WAREHOUSE_ASSETS)
+    assert build(home, selection=WAREHOUSE_MODELS)
     state = read_state(home)
     assert state["window"] == ["2026-11-01", "2026-11-03"] and state["full_refresh"] is False
     assert state["lake_files"] == lake_files(home.lake_raw)
@@ -183,7 +203,7 @@ def test_a_late_file_for_an_old_day_ends_as_a_full_rebuild(tmp_path, dbt_manifes
         )
     incremental = _dbt_tables(home)
 
-    assert build(home, selection=WAREHOUSE_ASSETS, full_refresh=True)
+    assert build(home, selection=WAREHOUSE_MODELS, full_refresh=True)
     assert read_state(home)["full_refresh"] is True
     rebuilt = _dbt_tables(home)
     assert incremental.keys() == rebuilt.keys() and ("intermediate", "int_dcgm_samples") in rebuilt

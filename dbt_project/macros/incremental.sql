@@ -3,6 +3,8 @@
     `incremental_lookback_days` before them and every day a late file landed for); without them dbt takes the last
     `incremental_lookback_days` days before now. DuckDB deletes and inserts each batch's days; Spark overwrites the
     batch's partitions (partition_date, a DATE column of the batch's day: dbt-spark requires partition_by).
+    A full refresh may take larger batches (var microbatch_batch_size, from PERFWH_BACKFILL_BATCH_SIZE: month or
+    year): every model filters by the batch's bounds, never assumes one day, so any size gives the same rows.
     Batches run one after the other. Do not read earlier days from {{ this }} behind is_incremental(): under
     --full-refresh dbt compiles every batch with is_incremental() false; read them from an upstream table instead. -#}
 {% macro daily_microbatch_config(event_time, partition_date) -%}
@@ -10,7 +12,7 @@
         materialized='incremental',
         incremental_strategy='microbatch',
         event_time=event_time,
-        batch_size='day',
+        batch_size=var('microbatch_batch_size', 'day'),
         lookback=incremental_lookback_days(),
         begin=var('incremental_begin', '2024-01-01'),
         partition_by=[partition_date],

@@ -7,9 +7,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perf_assets.lib.paths import DBT_PROJECT_DIR, DataHome
 from perf_assets.lib.warehouse import warehouse_write_lock
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 def prepare_dbt_manifest(force: bool = False) -> Path:
@@ -109,12 +113,13 @@ def _full_refresh_config(definitions, selection) -> dict | None:
 
 def build(
     home: DataHome,
-    selection: str | None = None,
+    selection: str | dg.AssetSelection | None = None,
     lock_timeout_s: float = 3600.0,
     log_level: str = "INFO",
     full_refresh: bool = False,
 ) -> bool:
-    """Run every warehouse asset (or an asset selection string) in-process; returns whether it succeeded.
+    """Run every warehouse asset (or an asset selection: a string or an AssetSelection, e.g. one `without_checks()`
+    so that dbt runs no data test) in-process; returns whether it succeeded.
 
     full_refresh: rebuild the incremental dbt models over every lake day (docs/incremental.md); else they rebuild
     only the days that may have changed."""
