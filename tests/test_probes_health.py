@@ -13,6 +13,8 @@ from perf_assets.lib.paths import data_home
 from perf_assets.lib.warehouse import query_published
 from probes.records import ProbeResult, landing_path, write_jsonl
 
+HELD_CLOCK_GPU = "GPU-c10c4e1d-c10c-4e1d-c10c-4e1dc10c4e1d"
+
 
 def _frame(home, sql):
     import pandas as pd
@@ -90,10 +92,28 @@ def failing_home(demo_home, tmp_path_factory):
                 peak=peak, fraction_of_peak=0.50, status="pass",
             ),
             ProbeResult(
+                **base, probe="gemm", metric="bf16_8192_eff_clock", value=0.40, unit="ratio", median=0.40,
+                peak=None, fraction_of_peak=None, status="pass",
+            ),
+            ProbeResult(
                 **base, probe="burn_soak", metric="mismatched_elements", value=3.0, unit="elements", median=3.0,
                 peak=None, fraction_of_peak=None, status="fail",
             ),
         ]  # fmt: skip
+    # another GPU of the node, as slow, but at a held-down clock: its clock-normalised figure is normal (one run)
+    held = dict(
+        run_id="synthetic-held-clock", node=node, gpu_uuid=HELD_CLOCK_GPU, gpu_index=8, sku=sku, device_kind="cuda",
+        iqr=None, ci_low=None, ci_high=None, n=50, throttle_class="power_capped", reason=None, started_at=started,
+        probe="gemm", status="pass",
+    )  # fmt: skip
+    rows += [
+        ProbeResult(
+            **held, metric="bf16_8192_tflops", value=value, unit="TFLOP/s", median=value, peak=peak,
+            fraction_of_peak=0.50,
+        ),
+        ProbeResult(**held, metric="bf16_8192_eff_clock", value=0.82, unit="ratio", median=0.82, peak=None,
+                    fraction_of_peak=None),
+    ]  # fmt: skip
     write_jsonl(rows, landing_path(home.landing, "synthetic", node, started))
     day_before = datetime.combine(started.date() - timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
     dcgm = home.landing / "dcgm" / "synthetic" / day_before.date().isoformat() / f"{node}__-__-__x.json"
@@ -130,6 +150,21 @@ def test_a_synthetic_failing_gpu_is_flagged_with_its_evidence_once_the_re_run_co
     evidence = dict(zip(again.rule, again.evidence))
     assert "fraction_of_peak = 0.5" in evidence["gemm_floor"] and "x < 0.60" in evidence["gemm_floor"]
     assert "vs cohort median" in evidence["gemm_regression"] and "-36." in evidence["gemm_regression"]
+    # why: the clock-normalised figure of the same run is low too (the silicon), or normal (a held-down clock)
+    causes = _frame(
+        home,
+        "select run_id, gpu_uuid, rule, verdict, root_cause, clock_value, evidence from intermediate.int_probe_verdicts "
+        "where run_id like 'synthetic-%' and fired and rule in ('gemm_floor', 'eff_clock_floor') order by all",
+    )
+    bad = causes[(causes.run_id == "synthetic-bad-gpu-r1") & (causes.rule == "gemm_floor")].iloc[0]
+    assert bad.root_cause == "silicon" and bad.clock_value == pytest.approx(0.40)
+    assert "bf16_8192_eff_clock = 0.4 is low too" in bad.evidence
+    assert causes[(causes.run_id == "synthetic-bad-gpu-r1") & (causes.rule == "eff_clock_floor")].verdict.tolist() == [
+        "warn"
+    ]
+    held = causes[causes.gpu_uuid == HELD_CLOCK_GPU]
+    assert held.rule.tolist() == ["gemm_floor"] and held.verdict.tolist() == ["warn"]  # one run: not yet confirmed
+    assert held.root_cause.tolist() == ["clock"] and "is normal, so the clock was held down" in held.evidence.iloc[0]
     drain = _frame(home, f"select * from fct_node_health where node = '{node}' and drain_recommended order by 2")
     before, today = drain.itertuples()
     assert today.health_date == day and today.failing_gpus == 1 and today.worst_verdict == "fail"

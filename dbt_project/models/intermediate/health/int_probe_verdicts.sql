@@ -2,6 +2,8 @@
 -- value rules test the row's value or fraction_of_peak; variance rules its deviation from the cohort
 -- median (same day, SKU, device kind, probe, metric and node software stack); failure_check rules its
 -- status or throttle class. Unknown inputs leave `fired` NULL and the verdict 'unknown', never a pass.
+-- A fired compute or memory rule on a throughput row carries its root cause from the clock-normalised row of the
+-- same run and GPU (below): thermal, silicon, clock or unknown.
 
 with
 
@@ -100,11 +102,45 @@ tested as (
     from matched
 ),
 
+-- The clock-normalised companion of a throughput row (probes.md section 1): a GEMM's `<m>_tflops` has
+-- `<m>_eff_clock` (throughput over what its SMs allow at the mean SM clock of the timed window), an HBM kernel's
+-- `<m>_gbps` has `<m>_eff_mem_clock`. Their floor rules tell a slow kernel or slow silicon (eff low too) from a clock
+-- held down by the power cap or heat (eff normal).
+clock_normalised as (
+    select run_id, gpu_uuid, probe, metric as clock_metric, value as clock_value, fired as clock_low
+    from tested
+    where rule in ('eff_clock_floor', 'eff_mem_clock_floor')
+),
+
+explained as (
+    select
+        t.*,
+        c.clock_metric,
+        c.clock_value,
+        case
+            when not coalesce(t.fired, false) or t.category not in ('Compute', 'Memory') then null
+            when right(t.metric, 7) <> '_tflops' and right(t.metric, 5) <> '_gbps' then null
+            when t.throttle_class in ('thermal', 'hw_slowdown') then 'thermal'
+            when c.clock_low then 'silicon'
+            when not c.clock_low then 'clock'
+            else 'unknown'
+        end as root_cause
+    from tested as t
+    left join clock_normalised as c
+        on t.run_id = c.run_id
+        and t.gpu_uuid = c.gpu_uuid
+        and t.probe = c.probe
+        and c.clock_metric = case
+            when right(t.metric, 7) = '_tflops' then substr(t.metric, 1, length(t.metric) - 7) || '_eff_clock'
+            when right(t.metric, 5) = '_gbps' then substr(t.metric, 1, length(t.metric) - 5) || '_eff_mem_clock'
+        end
+),
+
 confirmed as (
     select
         *,
         lag(fired) over (partition by gpu_uuid, probe, metric, rule order by started_at) as fired_previous_run
-    from tested
+    from explained
 )
 
 select
@@ -141,6 +177,9 @@ select
     observed,
     fired,
     coalesce(fired and confirm_rerun and fired_previous_run, false) as rerun_confirmed,
+    root_cause,
+    clock_metric,
+    clock_value,
     case
         when fired is null then 'unknown'
         when not fired then 'pass'
@@ -161,6 +200,14 @@ select
                         || {{ format_general('ci_low', 4) }} || '-' || {{ format_general('ci_high', 4) }} || ')', '')
             end
             || ' breaks ' || criteria
+            || case root_cause
+                when 'thermal' then '; root cause: a defect-class clock event (' || throttle_class || ') during the probe'
+                when 'silicon' then '; root cause: ' || clock_metric || ' = ' || {{ format_general('clock_value', 3) }}
+                    || ' is low too, so the kernel or the silicon is slow at the clock it ran'
+                when 'clock' then '; root cause: ' || clock_metric || ' = ' || {{ format_general('clock_value', 3) }}
+                    || ' is normal, so the clock was held down (power cap or heat), not the silicon'
+                when 'unknown' then '; root cause unknown: no clock-normalised figure (the clock was not sampled)'
+                else '' end
             || case when confirm_rerun and not coalesce(fired_previous_run, false) then '; awaiting a confirming re-run'
                 else '' end
     end as evidence
