@@ -49,7 +49,8 @@ def warehouse_dbt_models(
 
     The incremental models rebuild the days lib.incremental.plan_window picks (new days, the lookback, days a late
     file landed for; everything on the first build, after a project change or with full_refresh); what was built is
-    recorded only when the run built every model (not a subset), so a partial run never hides a late day.
+    recorded only when the run built every model (not a subset of them; the data tests may have been left out), so a
+    partial run never hides a late day.
 
     dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
     in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
@@ -73,7 +74,7 @@ def warehouse_dbt_models(
             except Exception as error:  # the figures are extras: a build that succeeded stays a success
                 context.log.warning(f"no row counts, goodput figures or plots for this build: {error!r}")
             context.log.info(f"published {publish_snapshot(home)}")
-            if not context.is_subset:
+            if set(context.selected_asset_keys) >= set(context.assets_def.keys):  # every model; tests may be left out
                 record_build(home, window, fingerprint)
     for event in held:  # in dbt's order: each model's output, then its tests' check results
         extra = {}
