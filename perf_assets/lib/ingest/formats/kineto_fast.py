@@ -77,9 +77,24 @@ _STRUCT_DECODERS: list = []
 PHASES = tuple("BEXiICbneSTpFstfPNODMVvRc()")
 
 
+# The args the tables read (trace_tables' promoted columns), by struct field -> JSON key; any other key is skipped.
+ARGS_READ = {
+    "device": "device",
+    "stream": "stream",
+    "correlation": "correlation",
+    "group_size": "Group size",
+    "in_msg_nelems": "In msg nelems",
+    "out_msg_nelems": "Out msg nelems",
+    "bytes": "bytes",
+    "collective_name": "Collective name",
+    "process_group_name": "Process Group Name",
+    "msg_dtype": "dtype",
+}
+
+
 def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object], type]:
-    """(chunk -> list of event structs, raw args -> object, the struct type of complete events) with msgspec,
-    which must be installed.
+    """(chunk -> list of event structs, raw args -> struct of the args read, the struct type of complete events)
+    with msgspec, which must be installed.
 
     The chunk is decoded as a tagged union on `ph`: a complete event (ph X) becomes a struct with the top-level
     fields the reader needs (cat, name, pid, tid, ts, dur: any JSON value, None when absent) and `args` as
@@ -89,6 +104,11 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
     is not an object (the checked path then counts them, as ever). msgspec checks the syntax of skipped values
     as strictly as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII
     documents only.
+
+    The args of a stored event are decoded into a struct of the ARGS_READ keys only (any JSON value each, None
+    when absent; the other keys are checked and skipped, a repeated key keeps its last value, as dicts do); args
+    that are not a JSON object fail that decode (msgspec.ValidationError). The struct's fields are in ARGS_READ
+    order, so msgspec.structs.astuple gives them in that order.
     """
     if not _STRUCT_DECODERS:
 
@@ -107,7 +127,13 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
             if phase != "X"
         ]
         event = Union[tuple([Complete, *others])]  # noqa: UP007 - a Union built from a list
-        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[event]).decode, msgspec.json.decode, Complete])
+        args_read = msgspec.defstruct(
+            "ArgsRead",
+            [(field, object, msgspec.field(default=None, name=key)) for field, key in ARGS_READ.items()],
+            gc=False,
+        )
+        decoders = [msgspec.json.Decoder(list[event]).decode, msgspec.json.Decoder(args_read).decode, Complete]
+        _STRUCT_DECODERS.extend(decoders)
     return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1], _STRUCT_DECODERS[2]
 
 

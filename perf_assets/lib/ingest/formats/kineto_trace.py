@@ -36,11 +36,12 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import compress, repeat
+from itertools import compress
 from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
+from msgspec.structs import astuple as _astuple
 
 from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
@@ -48,14 +49,15 @@ from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has
 from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
     TraceContext,
-    args_json,
-    args_json_array,
+    args_json_in_order,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
     int_or_text,
+    raw_args_json_array,
 )
 from perf_assets.lib.ingest.landing import LandedFile
+from perf_assets.lib.traces.rank_columns import Activities
 
 try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
     from isal import igzip as _gzip
@@ -254,7 +256,7 @@ def _event(raw: dict, category: str, cat: str, to_ns) -> dict | None:
     for column, key in INT_ARGS:
         value = args.get(key)
         event[column] = None if value is None else as_int64(value)
-    event["args_json"] = args_json(args)
+    event["args_json"] = args_json_in_order(args)
     for column, key in COLLECTIVE_ARGS.items():
         value = args.get(key) if category == "kernel" else None
         event[column] = str(value) if value is not None else None
@@ -454,7 +456,9 @@ class _Collected:
             sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
             if sizes != (None, None, None, None):
                 sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
-            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+            append(
+                (category, name, device, stream, ts, dur, correlation, *sizes, args_json_in_order(args), *collective)
+            )
 
     def columns(self) -> dict[str, list]:
         """The stored events' columns (FIELDS), in file order; the tuples are dropped."""
@@ -462,9 +466,6 @@ class _Collected:
         return dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
 
 
-_PH, _CAT, _NAME = operator.attrgetter("ph"), operator.attrgetter("cat"), operator.attrgetter("name")
-_PID, _TID, _TS, _DUR = (operator.attrgetter(name) for name in ("pid", "tid", "ts", "dur"))
-_ARGS = operator.attrgetter("args")
 _CATEGORY, _DEVICE_SIDE = operator.itemgetter(1), operator.itemgetter(2)
 _NUMBER_TYPES = {int, float}
 _INT_OR_NONE = {int, type(None)}
@@ -500,10 +501,11 @@ def _times(values: list) -> list:
 
 class _StructColumns(_Collected):
     """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
-    event: each field of a chunk's events is taken, checked and converted in one C-level pass (map, set of
-    types) and Python code runs per event only where a value is unusual (a string where an int is expected, a
-    missing device...). The same decisions as _Collected.add and _event, value for value. The args of stored
-    events are decoded (a dict each) for their fields and args_json; the others stay raw JSON."""
+    event: a chunk's complete events are turned into columns by one transposition (astuple, zip), and each
+    column is checked and converted in one C-level pass (map, set of types); Python code runs per event only
+    where a value is unusual (a string where an int is expected, a missing device...). The same decisions as
+    _Collected.add and _event, value for value. The args of stored events are decoded into a struct of the
+    keys read (kineto_fast.ARGS_READ), and args_json is their raw text, compacted; the others stay raw JSON."""
 
     def __init__(self, complete_type: type) -> None:
         super().__init__()
@@ -516,10 +518,13 @@ class _StructColumns(_Collected):
         complete_type = self.complete_type
         complete = [event for event in chunk if type(event) is complete_type]
         self.non_duration += len(chunk) - len(complete)
-        starts, durations = list(map(_TS, complete)), list(map(_DUR, complete))
+        if not complete:
+            return
+        cats, names, pids, tids, starts, durations, raws = zip(*map(_astuple, complete))
+        del complete
         if len(self.sample) < 1000:
             self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
-        infos = _cat_infos(list(map(_CAT, complete)))
+        infos = _cat_infos(cats)
         categories = list(map(_CATEGORY, infos))
         times_checked = set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES
         if not times_checked:
@@ -540,20 +545,21 @@ class _StructColumns(_Collected):
             keys = keep = None
         if keep is not None:
             self.not_kept.update([key for key in keys if key is not None])
-            complete, infos, categories = (list(compress(values, keep)) for values in (complete, infos, categories))
-            starts, durations = list(compress(starts, keep)), list(compress(durations, keep))
-        if not complete:
+            names, pids, tids, starts, durations, raws, infos, categories = (
+                list(compress(values, keep))
+                for values in (names, pids, tids, starts, durations, raws, infos, categories)
+            )
+        count = len(categories)
+        if not count:
             return
-        count = len(complete)
         try:
-            args = list(map(decode_args, map(_ARGS, complete)))
-        except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
-            raise NotSure("args the struct decoder does not read") from None
-        if not set(map(type, args)) <= {dict}:
-            args = [value if type(value) is dict else {} for value in args]
-        device, stream = _device_and_stream(complete, args, list(map(_DEVICE_SIDE, infos)))
-        correlation = _int64s(_arg(args, "correlation"))
-        names = list(map(_NAME, complete))
+            args = list(map(decode_args, raws))
+        except ValueError:  # msgspec.ValidationError: args that are not an object (the checked path reads {})
+            raise NotSure("args that are not a JSON object") from None
+        device, stream, correlation, *sizes, collective, group, dtype = zip(*map(_astuple, args))
+        del args
+        device, stream = _device_and_stream(device, stream, pids, tids, list(map(_DEVICE_SIDE, infos)))
+        correlation = _int64s(correlation)
         if not set(map(type, names)) <= _TEXT_OR_NONE:
             names = [_text(name) for name in names]
         offset = self.count
@@ -578,17 +584,16 @@ class _StructColumns(_Collected):
             ("correlation_id", correlation),
         ):
             lists[field] += values
-        for field, key in _INT_ARGS:
-            lists[field] += _int64s(_arg(args, key))
-        for field, key in COLLECTIVE_ARGS.items():
-            values = _arg(args, key)
+        for (field, _), values in zip(_INT_ARGS, sizes):
+            lists[field] += _int64s(values)
+        for field, values in zip(COLLECTIVE_ARGS, (collective, group, dtype)):
             if values.count(None) != count:  # kernels only, as text
                 values = [
                     None if value is None or category != "kernel" else str(value)
                     for value, category in zip(values, categories)
                 ]
             lists[field] += values
-        self.args_json.append(args_json_array(args))
+        self.args_json.append(raw_args_json_array(raws))
         self.count += count
 
     def columns(self) -> dict[str, object]:
@@ -598,22 +603,19 @@ class _StructColumns(_Collected):
         return columns
 
 
-def _arg(args: list[dict], key: str) -> list:
-    """args[i].get(key) of every event, in one C-level pass."""
-    return list(map(dict.get, args, repeat(key)))
-
-
-def _device_and_stream(events: list, args: list[dict], device_side: list[bool]) -> tuple[list, list]:
+def _device_and_stream(
+    device: tuple, stream: tuple, pids: tuple, tids: tuple, device_side: list[bool]
+) -> tuple[list, list]:
     """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
     categories, None for the others (as _event)."""
-    count = len(events)
+    count = len(device_side)
     if True not in device_side:
         return [None] * count, [None] * count
     every = False not in device_side
     if not every:
-        events, args = list(compress(events, device_side)), list(compress(args, device_side))
-    device = _either(_int64s(_arg(args, "device")), events, _PID)
-    stream = _either(_int64s(_arg(args, "stream")), events, _TID)
+        device, stream, pids, tids = (list(compress(values, device_side)) for values in (device, stream, pids, tids))
+    device = _either(_int64s(device), pids)
+    stream = _either(_int64s(stream), tids)
     if every:
         return device, stream
     return _scatter(device, device_side), _scatter(stream, device_side)
@@ -626,11 +628,11 @@ def _scatter(values: list, where: list[bool]) -> list:
     return spread.tolist()
 
 
-def _either(values: list, events: list, fallback: operator.attrgetter) -> list:
-    """values, with the event's own field (as_int64) where a value is None."""
+def _either(values: list, fallback: list) -> list:
+    """values, with the fallback (as_int64) where a value is None."""
     if None not in values:
         return values
-    other = _int64s(list(map(fallback, events)))
+    other = _int64s(fallback)
     return [value if value is not None else alternative for value, alternative in zip(values, other)]
 
 
@@ -698,30 +700,32 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
-    slim, launches = _breakdown_inputs(columns, collected.breakdown_rows, collected.launch_rows)
-    return build_columnar_tables(landed, context, columns, slim, launches)
+    activities, rows, annotations, launches = _breakdown_inputs(
+        columns, collected.breakdown_rows, collected.launch_rows
+    )
+    return build_columnar_tables(landed, context, columns, activities, rows, annotations, launches)
 
 
-def _breakdown_inputs(columns: dict, wanted: list[int], launch_rows: list[int]) -> tuple[list[dict], dict[int, int]]:
-    """The events the breakdowns read (GPU activities, CPU annotations) as dicts, and the launches by correlation."""
+def _breakdown_inputs(
+    columns: dict, wanted: list[int], launch_rows: list[int]
+) -> tuple[Activities, np.ndarray, list[tuple], dict[int, int]]:
+    """What the breakdowns read: the GPU activities' columns and their rows, the CPU annotations' (name, start,
+    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations."""
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
-    correlation = columns["correlation_id"]
-    launch_index = np.array(launch_rows, dtype=np.int64)
-    launches = dict(zip([correlation[row] for row in launch_rows], start_ns[launch_index].tolist()))
-    index = np.array(wanted, dtype=np.int64)
-    category, name, device, stream = columns["category"], columns["name"], columns["device_index"], columns["stream"]
-    slim = [
-        {
-            "row": row,
-            "category": category[row],
-            "name": name[row],
-            "device_index": device[row],
-            "stream": stream[row],
-            "start_ns": start,
-            "end_ns": end,
-            "dur_ns": end - start,
-            "correlation_id": correlation[row],
-        }
-        for row, start, end in zip(wanted, start_ns[index].tolist(), end_ns[index].tolist())
-    ]
-    return slim, launches
+    category, name, correlation = columns["category"], columns["name"], columns["correlation_id"]
+    launches = dict(zip(map(correlation.__getitem__, launch_rows), start_ns[launch_rows].tolist()))
+    is_activity = [category[row] in _BREAKDOWN_INPUT for row in wanted]
+    rows = list(compress(wanted, is_activity))
+    others = [row for row, activity in zip(wanted, is_activity) if not activity]
+    annotations = list(zip(map(name.__getitem__, others), start_ns[others].tolist(), end_ns[others].tolist()))
+    at = np.array(rows, dtype=np.int64)
+    activities = Activities(
+        category=list(map(category.__getitem__, rows)),
+        name=list(map(name.__getitem__, rows)),
+        device=list(map(columns["device_index"].__getitem__, rows)),
+        stream=list(map(columns["stream"].__getitem__, rows)),
+        correlation=list(map(correlation.__getitem__, rows)),
+        start_ns=start_ns[at],
+        end_ns=end_ns[at],
+    )
+    return activities, at, annotations, launches
