@@ -137,8 +137,8 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
     return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1], _STRUCT_DECODERS[2]
 
 
-def _stdlib_loads(data: bytes | bytearray) -> object:
-    return json.loads(data.decode("utf-8"))  # strict UTF-8, as the checked path's first decode attempt
+def _stdlib_loads(data: bytes | bytearray | memoryview) -> object:
+    return json.loads(str(data, "utf-8"))  # strict UTF-8, as the checked path's first decode attempt
 
 
 def loads_function(use_orjson: bool = True) -> Callable[[bytes], object]:
@@ -203,16 +203,35 @@ class EventChunks:
         loads: Callable[[bytes], object],
         chunk_bytes: int | None = None,
         top_loads: Callable[[bytes], object] | None = None,
+        top_int64: bool = False,
     ):
-        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object."""
+        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object;
+        top_int64: NotSure when the top level (the document without its events) may hold an integer literal
+        beyond int64 (has_big_int), for callers that have not checked the whole document."""
         self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes or CHUNK_BYTES
-        self.top_loads = top_loads or loads
+        self.top_loads, self.top_int64 = top_loads or loads, top_int64
         self.top_level: dict | None = None
         self.events = 0
 
     def _parse(self, start: int, end: int) -> list | None:
+        """data[start:end] parsed as the elements of a JSON array, or None when it is not one.
+
+        In a bytearray the array is parsed in place, without a copy of the chunk: the byte before the chunk (the
+        events array's `[`, a `,` or whitespace) and the byte after it (a `,`, the `]` or whitespace) are set to
+        `[` and `]` for the parse and then restored; the parsers read the bytes through a memoryview (msgspec's
+        raw args keep a view of them until their chunk is processed; nothing else is changed meanwhile)."""
+        data = self.data
         try:
-            chunk = self.loads(b"[" + self.data[start:end] + b"]")
+            if isinstance(data, bytearray) and start > 0 and end < len(data):
+                before, after = data[start - 1], data[end]
+                data[start - 1], data[end] = 0x5B, 0x5D  # [ ]
+                try:
+                    with memoryview(data) as view:
+                        chunk = self.loads(view[start - 1 : end + 1])
+                finally:
+                    data[start - 1], data[end] = before, after
+            else:
+                chunk = self.loads(b"[" + data[start:end] + b"]")
         except (ValueError, UnicodeDecodeError, RecursionError):  # orjson.JSONDecodeError is a ValueError
             return None
         return chunk if isinstance(chunk, list) else None
@@ -246,8 +265,11 @@ class EventChunks:
     def _finish(self, tail: int) -> None:
         if b'"traceEvents"' in self.data[tail:]:
             raise NotSure("a second traceEvents key")
+        top_text = self.data[: self._array_start] + b"[]" + self.data[tail:]
+        if self.top_int64 and has_big_int(top_text):
+            raise NotSure("an integer literal beyond int64 around traceEvents")
         try:
-            top = self.top_loads(self.data[: self._array_start] + b"[]" + self.data[tail:])
+            top = self.top_loads(top_text)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise NotSure("the document around traceEvents does not parse") from None
         if not isinstance(top, dict) or top.get("traceEvents") != []:

@@ -49,12 +49,14 @@ from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has
 from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
     TraceContext,
+    args_json_array,
     args_json_in_order,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
+    compact_args,
     int_or_text,
-    raw_args_json_array,
+    joined_args,
 )
 from perf_assets.lib.ingest.landing import LandedFile
 from perf_assets.lib.traces.rank_columns import Activities
@@ -281,10 +283,11 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     """All canonical tables of one Kineto trace; fast=False forces the checked stdlib reader (same tables)."""
     with _without_cyclic_gc():
         data = read_bytes(landed)
-        big_int = has_big_int(data)
+        structs = fast and kineto_fast.msgspec is not None and data.isascii()
+        big_int = None if structs else has_big_int(data)  # the msgspec path checks what it stores (_StructColumns)
         if fast and not big_int:
             try:
-                tables = _parse_fast(landed, data)
+                tables = _parse_fast(landed, data, structs)
             except NotSure:
                 pass
             except QuarantineError:  # the fast path was sure: e.g. nothing to store
@@ -294,7 +297,7 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
                 PATHS["fast"] += 1
                 return tables
         PATHS["stdlib"] += 1
-        document, notes = checked_document(data, big_int)
+        document, notes = checked_document(data, has_big_int(data) if big_int is None else big_int)
         del data
         return _parse_checked(landed, document, notes)
 
@@ -593,7 +596,10 @@ class _StructColumns(_Collected):
                     for value, category in zip(values, categories)
                 ]
             lists[field] += values
-        self.args_json.append(raw_args_json_array(raws))
+        joined = joined_args(raws)
+        if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
+            raise NotSure("an integer literal beyond int64 in the args of a stored event")
+        self.args_json.append(args_json_array(compact_args(joined, raws)))
         self.count += count
 
     def columns(self) -> dict[str, object]:
@@ -629,11 +635,16 @@ def _scatter(values: list, where: list[bool]) -> list:
 
 
 def _either(values: list, fallback: list) -> list:
-    """values, with the fallback (as_int64) where a value is None."""
+    """values, with the fallback (as_int64, range checked: on the msgspec path no check of the whole document
+    has cleared pid and tid) where a value is None."""
     if None not in values:
         return values
-    other = _int64s(fallback)
-    return [value if value is not None else alternative for value, alternative in zip(values, other)]
+    return [value if value is not None else as_int64(alternative) for value, alternative in zip(values, fallback)]
+
+
+def _fits_int64(value: object) -> bool:
+    """False for an int outside int64 (msgspec decodes any integer literal exactly)."""
+    return type(value) is not int or -(2**63) <= value < 2**63
 
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
@@ -646,23 +657,29 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     offset = base or 0
     if not values:
         return np.zeros(0, dtype=np.int64)
-    if set(map(type, values)) <= {int}:
+    types = set(map(type, values))
+    if types <= {int}:
         largest = max(max(values), -min(values))  # Python ints: np.abs(-2**63) would overflow
+        if not largest < EXACT_US:  # before the conversion: an int beyond int64 would not convert
+            raise NotSure("timestamps too large for the vectorized conversion")
         integers, floats, is_float = np.array(values, dtype=np.int64), None, None
     else:
         floats = np.array(values, dtype=np.float64)
         largest = float(np.abs(floats).max())
-        is_float = np.array([type(value) is float for value in values], dtype=bool)
-        integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
+        if types == {float}:  # float-µs traces: no int among them
+            integers = is_float = None
+        else:
+            is_float = np.array([type(value) is float for value in values], dtype=bool)
+            integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
     if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
         raise NotSure("timestamps too large for the vectorized conversion")
-    ns = integers * 1000 + offset
+    ns = None if integers is None else integers * 1000 + offset
     if floats is not None:
         if mode == "kineto_unix_us":
             converted = np.trunc(floats).astype(np.int64) * 1000
         else:
             converted = np.rint(floats * 1000).astype(np.int64) + offset
-        ns = np.where(is_float, converted, ns)
+        ns = converted if is_float is None else np.where(is_float, converted, ns)
     return ns
 
 
@@ -671,16 +688,18 @@ def _sums(starts: tuple, durations: tuple) -> list:
     return list(map(operator.add, starts, durations))
 
 
-def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
-    """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
-    structs = structs and kineto_fast.msgspec is not None and data.isascii()
+def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str, pa.Table]:
+    """structs: msgspec event structs (msgspec installed, an ASCII document; see struct_decoders), which check
+    the integers they store; else dicts, for a document that has_big_int has cleared."""
     if structs:
         decode_chunk, decode_args, complete_type = kineto_fast.struct_decoders()
         collected: _Collected = _StructColumns(complete_type)
-        reader = EventChunks(data, decode_chunk, top_loads=loads_function())
+        reader = EventChunks(data, decode_chunk, top_loads=loads_function(), top_int64=True)
         for chunk in reader.chunks():
             collected.add(chunk, decode_args)
             del chunk
+        if not all(map(_fits_int64, collected.sample)):  # the time base reads them: the checked path decides
+            raise NotSure("a timestamp beyond int64")
     else:
         collected = _Collected()
         reader = EventChunks(data, loads_function())

@@ -326,18 +326,26 @@ def args_json_in_order(args: object) -> str | None:
 _BETWEEN_ARGS = b",-0.0e-0,"
 
 
-def raw_args_json_array(raws: list) -> pa.Array:
-    """args_json of each raw args object (JSON text msgspec has checked) as one Arrow string array: the text with
-    the whitespace outside its strings removed (msgspec.json.format), None for `{}`.
+def joined_args(raws: list) -> bytes:
+    """The raw args objects as one JSON array, separated by _BETWEEN_ARGS (compact_args' input)."""
+    return b"[" + _BETWEEN_ARGS.join(raws) + b"]"
+
+
+def compact_args(joined: bytes, raws: list) -> list[bytes]:
+    """The text of each raw args object (JSON that msgspec has checked) with the whitespace outside its strings
+    removed (msgspec.json.format): args_json of the Kineto fast path, see args_json_array. joined: joined_args(raws).
 
     The raws are formatted in one call, joined into a JSON array by _BETWEEN_ARGS, and split on it again: an
     object starts with `{` and ends with `}`, so only an occurrence inside one object's compact text can add a
     split, and then the count differs: each object is formatted alone instead."""
     if not raws:
-        return pa.array([], pa.string())
-    compact = msgspec.json.format(b"[" + _BETWEEN_ARGS.join(raws) + b"]", indent=-1)[1:-1].split(_BETWEEN_ARGS)
-    if len(compact) != len(raws):
-        compact = list(map(_COMPACT, raws))
+        return []
+    compact = msgspec.json.format(joined, indent=-1)[1:-1].split(_BETWEEN_ARGS)
+    return compact if len(compact) == len(raws) else list(map(_COMPACT, raws))
+
+
+def args_json_array(compact: list[bytes]) -> pa.Array:
+    """compact_args' texts of one chunk as args_json (Arrow strings), None for `{}`."""
     array = pa.array(compact, pa.binary())
     return pc.if_else(pc.equal(array, b"{}"), pa.scalar(None, pa.binary()), array).cast(pa.string())
 
