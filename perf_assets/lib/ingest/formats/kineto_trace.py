@@ -477,6 +477,28 @@ _INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), (
 _INT_ARGS += (("bytes", "bytes"),)
 
 
+_CAT, _TS = operator.attrgetter("cat"), operator.attrgetter("ts")
+
+
+def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list, list[str]]:
+    """(the complete events that are stored, their _cat_info, the kinds of the others in event order, as
+    _Collected.add counts them): events of a category not stored; with times, also events without ts/dur."""
+    if times:
+        keys = [
+            (lowered or "no category")
+            if category is None
+            else (f"{lowered} without ts/dur" if _ts(event.ts) is None or _ts(event.dur) is None else None)
+            for event, (lowered, category, _) in zip(complete, infos)
+        ]
+        keep = [key is None for key in keys]
+        return list(compress(complete, keep)), list(compress(infos, keep)), [key for key in keys if key is not None]
+    categories = list(map(_CATEGORY, infos))
+    if all(categories):
+        return complete, infos, []
+    dropped = [lowered or "no category" for lowered, category, _ in infos if category is None]
+    return list(compress(complete, categories)), list(compress(infos, categories)), dropped
+
+
 def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
     """_cat_info of each raw `cat`, through the cache in one C-level pass where every cat is a known string."""
     try:
@@ -523,35 +545,23 @@ class _StructColumns(_Collected):
         self.non_duration += len(chunk) - len(complete)
         if not complete:
             return
-        cats, names, pids, tids, starts, durations, raws = zip(*map(_astuple, complete))
-        del complete
         if len(self.sample) < 1000:
-            self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
-        infos = _cat_infos(cats)
+            self.sample.extend(map(_ts, map(_TS, complete[: 1000 - len(self.sample)])))
+        infos = _cat_infos(list(map(_CAT, complete)))
+        stored, kept_infos, dropped = _kept(complete, infos)  # only stored events are transposed
+        if stored:
+            _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
+            if not (set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES):
+                starts, durations = _times(starts), _times(durations)
+                if None in starts or None in durations:  # rare: events without ts/dur are not stored either
+                    stored, kept_infos, dropped = _kept(complete, infos, times=True)
+                    if stored:
+                        _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
+                        starts, durations = _times(starts), _times(durations)
+        self.not_kept.update(dropped)
+        del complete, stored
+        infos = kept_infos
         categories = list(map(_CATEGORY, infos))
-        times_checked = set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES
-        if not times_checked:
-            starts, durations = _times(starts), _times(durations)
-        if not times_checked and (None in starts or None in durations):
-            # rare: the kinds not stored are counted in event order, as _Collected.add counts them
-            keys = [
-                (lowered or "no category")
-                if category is None
-                else (f"{lowered} without ts/dur" if start is None or duration is None else None)
-                for (lowered, category, _), start, duration in zip(infos, starts, durations)
-            ]
-            keep = [key is None for key in keys]
-        elif not all(categories):
-            keys = [lowered or "no category" for lowered, category, _ in infos if category is None]
-            keep = list(map(bool, categories))
-        else:
-            keys = keep = None
-        if keep is not None:
-            self.not_kept.update([key for key in keys if key is not None])
-            names, pids, tids, starts, durations, raws, infos, categories = (
-                list(compress(values, keep))
-                for values in (names, pids, tids, starts, durations, raws, infos, categories)
-            )
         count = len(categories)
         if not count:
             return
@@ -683,6 +693,25 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     return ns
 
 
+def _start_end_ns(starts: list, durations: list, mode: str, base: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """_nanoseconds of the starts and of start + dur (with Python's types), the end never before the start.
+    All ints (µs traces): the sums in int64, exact, once the bound below shows they fit."""
+    if starts and set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}:
+        offset = base or 0
+        largest = max(max(starts), -min(starts)) + max(max(durations), -min(durations))  # bounds |start + dur| too
+        if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
+            raise NotSure("timestamps too large for the vectorized conversion")
+        start_us = np.array(starts, dtype=np.int64)
+        start_ns = (
+            start_us * 1000 + offset
+        )  # int x: base + round(x × 1000) = int(x) × 1000 (+ base) = x × 1000 (+ base)
+        end_ns = (start_us + np.array(durations, dtype=np.int64)) * 1000 + offset
+    else:
+        start_ns = _nanoseconds(starts, mode, base)
+        end_ns = _nanoseconds(_sums(starts, durations), mode, base)
+    return start_ns, np.maximum(end_ns, start_ns)
+
+
 def _sums(starts: tuple, durations: tuple) -> list:
     """start + dur with Python's types (int + int stays int, anything with a float is the float sum)."""
     return list(map(operator.add, starts, durations))
@@ -713,9 +742,7 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
     mode, _, base = time_mode(document, collected.sample)
     columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
-    start_ns = _nanoseconds(starts, mode, base)
-    end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
-    columns["start_ns"], columns["end_ns"] = start_ns, end_ns
+    columns["start_ns"], columns["end_ns"] = _start_end_ns(starts, durations, mode, base)
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
