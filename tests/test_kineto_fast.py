@@ -326,3 +326,12 @@ def test_integers_beyond_int64_where_the_msgspec_path_reads_them_run_the_checked
         document["deviceProperties"][0]["totalGlobalMem"] = big
     taken = _both(_write(tmp_path, json.dumps(document).encode()))
     assert taken == (msgspec_path if chunk_parser == "msgspec" else "stdlib")
+
+
+@pytest.mark.parametrize("args", [5, 2.5, "text", [1, 2], None, True], ids=repr)
+def test_args_that_are_not_an_object_give_the_checked_tables(tmp_path, chunk_parser, args):
+    """The msgspec path decodes a chunk's stored args in one call over the joined texts (numbers between them):
+    args that are not an object, a number among them, leave it for the checked path (which reads them as {})."""
+    events = [dict(KERNEL, args={"correlation": 1}), dict(KERNEL, ts=110, args=args), dict(KERNEL, ts=120)]
+    taken = _both(_write(tmp_path, json.dumps({"traceEvents": events}).encode()))
+    assert taken == ("stdlib" if chunk_parser == "msgspec" else "fast")

@@ -5,7 +5,10 @@ json module and a per-integer Python hook that keeps integers beyond int64 as te
 dict while the whole document is held. The fast path (`fast`) instead
 
 * checks with numpy that no integer literal lies outside int64 (`has_big_int`: digit runs of 19 or more);
-  with one the checked path runs, since its hook is what keeps such an integer as text;
+  with one the checked path runs, since its hook is what keeps such an integer as text. The dict parsers check
+  the whole document first; the msgspec path (which decodes any integer exactly) checks only what it stores or
+  reads: the stored events' args text, the top level around the events (EventChunks(top_int64=True)), the
+  time-base sample, pid/tid and ts/dur (kineto_trace._StructColumns, _parse_fast);
 * splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
   and parses each chunk alone, so only one chunk of raw events is alive at a time; the top-level object
   without its events is parsed on its own. The chunk parser is msgspec when installed and the document is
@@ -92,9 +95,9 @@ ARGS_READ = {
 }
 
 
-def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object], type]:
-    """(chunk -> list of event structs, raw args -> struct of the args read, the struct type of complete events)
-    with msgspec, which must be installed.
+def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[bytes], list], type, type]:
+    """(chunk -> list of event structs, joined raw args -> list of args structs and separators, the struct type of
+    complete events, the struct type of the args read) with msgspec, which must be installed.
 
     The chunk is decoded as a tagged union on `ph`: a complete event (ph X) becomes a struct with the top-level
     fields the reader needs (cat, name, pid, tid, ts, dur: any JSON value, None when absent) and `args` as
@@ -106,9 +109,11 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
     documents only.
 
     The args of a stored event are decoded into a struct of the ARGS_READ keys only (any JSON value each, None
-    when absent; the other keys are checked and skipped, a repeated key keeps its last value, as dicts do); args
-    that are not a JSON object fail that decode (msgspec.ValidationError). The struct's fields are in ARGS_READ
-    order, so msgspec.structs.astuple gives them in that order.
+    when absent; the other keys are checked and skipped, a repeated key keeps its last value, as dicts do), all
+    of a chunk's in one call over trace_tables.joined_args (a JSON array with a number between two args objects);
+    args that are neither an object nor a number fail that decode (msgspec.ValidationError), a number among them
+    is caught by the caller's check that every other element is an args struct. The struct's fields are in
+    ARGS_READ order, so msgspec.structs.astuple gives them in that order.
     """
     if not _STRUCT_DECODERS:
 
@@ -132,9 +137,11 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
             [(field, object, msgspec.field(default=None, name=key)) for field, key in ARGS_READ.items()],
             gc=False,
         )
-        decoders = [msgspec.json.Decoder(list[event]).decode, msgspec.json.Decoder(args_read).decode, Complete]
-        _STRUCT_DECODERS.extend(decoders)
-    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1], _STRUCT_DECODERS[2]
+        # the stored events' raw args of a chunk joined into one array by a number (trace_tables.joined_args):
+        # one decode call per chunk; the caller checks that every other element is an ArgsRead struct
+        joined = msgspec.json.Decoder(list[Union[args_read, float]]).decode  # noqa: UP007 - as above
+        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[event]).decode, joined, Complete, args_read])
+    return tuple(_STRUCT_DECODERS)
 
 
 def _stdlib_loads(data: bytes | bytearray | memoryview) -> object:

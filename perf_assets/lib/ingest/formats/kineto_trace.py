@@ -532,9 +532,10 @@ class _StructColumns(_Collected):
     _Collected.add and _event, value for value. The args of stored events are decoded into a struct of the
     keys read (kineto_fast.ARGS_READ), and args_json is their raw text, compacted; the others stay raw JSON."""
 
-    def __init__(self, complete_type: type) -> None:
+    def __init__(self, complete_type: type, args_type: type) -> None:
         super().__init__()
         self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
+        self.args_type = args_type  # the struct of the args read (kineto_fast.ARGS_READ)
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
         self.args_json: list[pa.Array] = []  # one string array per chunk
         self.count = 0
@@ -565,10 +566,17 @@ class _StructColumns(_Collected):
         count = len(categories)
         if not count:
             return
+        joined = joined_args(raws)
+        if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
+            raise NotSure("an integer literal beyond int64 in the args of a stored event")
         try:
-            args = list(map(decode_args, raws))
+            decoded = decode_args(joined)
         except ValueError:  # msgspec.ValidationError: args that are not an object (the checked path reads {})
             raise NotSure("args that are not a JSON object") from None
+        args = decoded[::2]  # the others are the separators
+        if len(decoded) != 2 * count - 1 or not set(map(type, args)) <= {self.args_type}:
+            raise NotSure("args that are not a JSON object")
+        del decoded
         device, stream, correlation, *sizes, collective, group, dtype = zip(*map(_astuple, args))
         del args
         device, stream = _device_and_stream(device, stream, pids, tids, list(map(_DEVICE_SIDE, infos)))
@@ -606,9 +614,6 @@ class _StructColumns(_Collected):
                     for value, category in zip(values, categories)
                 ]
             lists[field] += values
-        joined = joined_args(raws)
-        if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
-            raise NotSure("an integer literal beyond int64 in the args of a stored event")
         self.args_json.append(args_json_array(compact_args(joined, raws)))
         self.count += count
 
@@ -721,8 +726,8 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
     """structs: msgspec event structs (msgspec installed, an ASCII document; see struct_decoders), which check
     the integers they store; else dicts, for a document that has_big_int has cleared."""
     if structs:
-        decode_chunk, decode_args, complete_type = kineto_fast.struct_decoders()
-        collected: _Collected = _StructColumns(complete_type)
+        decode_chunk, decode_args, complete_type, args_type = kineto_fast.struct_decoders()
+        collected: _Collected = _StructColumns(complete_type, args_type)
         reader = EventChunks(data, decode_chunk, top_loads=loads_function(), top_int64=True)
         for chunk in reader.chunks():
             collected.add(chunk, decode_args)
