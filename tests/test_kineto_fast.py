@@ -14,11 +14,22 @@ from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.kineto_fast import has_big_int
 from perf_assets.lib.ingest.landing import describe
 
-BIG_INT_SAMPLES = {"hta_edgecase_uint64_comms_id.json.gz"}  # Comms Id beyond int64: the stdlib path must run
+# Comms Id beyond int64 on a cpu_op (not stored): the dict parsers, which check the whole document, leave the fast path;
+# the msgspec path, which checks the integers it stores or reads, keeps it.
+BIG_INT_SAMPLES = {"hta_edgecase_uint64_comms_id.json.gz"}
+
+
+def _expected_path(path: Path, chunk_parser: str) -> str:
+    return "stdlib" if path.name in BIG_INT_SAMPLES and chunk_parser != "msgspec" else "fast"
 
 
 def _sorted_rows(table: pa.Table) -> list[dict]:
+    """The rows in a canonical order, args_json as its JSON value: the msgspec fast path keeps the trace's own
+    spelling of numbers (`464.592590`), the paths that parse args into dicts write Python's (`464.59259`)."""
     rows = table.to_pylist()
+    for row in rows:
+        if row.get("args_json") is not None:
+            row["args_json"] = json.dumps(json.loads(row["args_json"]), sort_keys=True)
     return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
 
 
@@ -45,7 +56,7 @@ def test_fast_path_tables_equal_stdlib_path_on_every_sample(samples):
         fast, fast_path = _parse(path, fast=True)
         slow, slow_path = _parse(path, fast=False)
         assert slow_path == "stdlib"
-        assert fast_path == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
+        assert fast_path == _expected_path(path, kineto_trace.kineto_fast.parser_name(structs=True)), path.name
         assert fast == slow, path.name
 
 
@@ -130,7 +141,7 @@ def test_every_chunk_parser_and_tiny_chunks_give_the_same_tables_on_every_sample
             before = kineto_trace.PARSERS.copy()
             slow, _ = _parse(path, fast=False)
             fast, taken = _parse(path, fast=True)
-            assert fast == slow and taken == ("stdlib" if path.name in BIG_INT_SAMPLES else "fast"), path.name
+            assert fast == slow and taken == _expected_path(path, chunk_parser), path.name
             if taken == "fast":
                 assert list(kineto_trace.PARSERS - before) == [chunk_parser], path.name
 
@@ -192,6 +203,15 @@ def test_values_some_parsers_reject_give_the_checked_tables(tmp_path, chunk_pars
     }
     for name, text in cases.items():
         before = kineto_trace.PARSERS.copy()
+        if name == "inf_kept.json" and chunk_parser == "msgspec":  # args_json is the trace's text: 1e400 as written
+            path = _write(tmp_path, text, name)
+            (fast, taken), (slow, _) = _parse(path, fast=True), _parse(path, fast=False)
+            assert taken == "fast" and list(kineto_trace.PARSERS - before) == ["msgspec"]
+            fast_row, slow_row = fast["trace_events"][1][0], slow["trace_events"][1][0]
+            assert json.loads(fast_row.pop("args_json")) == {"x": float("inf")}
+            assert json.loads(slow_row.pop("args_json")) == {"x": None}  # the stdlib reads inf, encoded as null
+            assert fast_row == slow_row
+            continue
         taken = _both(_write(tmp_path, text, name))
         if name == "utf8.json":  # msgspec skips values without checking their UTF-8: only ASCII documents
             assert taken == "fast" and "msgspec" not in kineto_trace.PARSERS - before
@@ -224,8 +244,11 @@ def test_an_event_outside_the_trace_event_phases_runs_the_checked_path(tmp_path,
     assert taken == ("stdlib" if chunk_parser == "msgspec" else "fast")
 
 
-def test_args_json_is_the_args_object_as_compact_key_sorted_json(samples):
-    """args_json holds the same JSON value as the trace's args (no key lost, none added), keys sorted, no spaces."""
+def test_args_json_is_the_traces_args_text_without_whitespace(samples):
+    """args_json holds the same JSON value as the trace's args (no key lost, none added), keys in the trace's order,
+    no whitespace outside strings, and on the msgspec path every number as the trace writes it."""
+    import msgspec
+
     path = samples / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
     table = kineto_trace.parse_kineto_trace(describe(path.parent.parent, path))["trace_events"]
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
@@ -238,8 +261,11 @@ def test_args_json_is_the_args_object_as_compact_key_sorted_json(samples):
     assert len(texts) == len(stored) and sum(text is not None for text in texts) > 10000
     for text, args in zip(texts, stored):
         assert (None if text is None else json.loads(text)) == args
-    sample = next(text for text, args in zip(texts, stored) if args and "Collective name" in args)
-    assert sample == json.dumps(json.loads(sample), sort_keys=True, separators=(",", ":"))  # the stdlib's equivalent
+        if text is not None:
+            assert list(json.loads(text)) == list(args)  # the trace's key order
+            assert msgspec.json.format(text, indent=-1) == text  # compact already
+    if kineto_trace.PARSERS.get("msgspec"):  # this trace writes `"warps per SM": 464.592590`: kept, not 464.59259
+        assert sum('"warps per SM":464.592590,' in text for text in texts if text) > 0
 
 
 def test_the_gzip_module_and_isal_read_the_same_bytes_and_refuse_the_same_files(samples, tmp_path, monkeypatch):
@@ -259,3 +285,53 @@ def test_the_gzip_module_and_isal_read_the_same_bytes_and_refuse_the_same_files(
             kineto_trace.read_bytes(describe(truncated.parent.parent, truncated))
         results[name] = data
     assert all(data == gzip.decompress(original.read_bytes()) for data in results.values())
+
+
+@pytest.mark.parametrize(
+    ("where", "msgspec_path"),
+    [
+        ("args of an event not stored", "fast"),
+        ("a field of an event of another phase", "fast"),
+        ("the pid read for a missing device", "fast"),
+        ("the args of a stored event", "stdlib"),
+        ("the ts of an event not stored, read for the time base", "stdlib"),
+        ("the document around the events", "stdlib"),
+    ],
+)
+def test_integers_beyond_int64_where_the_msgspec_path_reads_them_run_the_checked_path(
+    tmp_path, chunk_parser, where, msgspec_path
+):
+    """The msgspec path does not scan the whole document for integer literals beyond int64 (kineto_fast.has_big_int):
+    it checks those it stores or reads (the stored args' text, the time-base sample, pid/tid, the top level), so
+    one elsewhere keeps the fast path; the dict parsers check the whole document first. Same tables either way."""
+    big = 2**64 + 7
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 99, "dur": 1, "args": {"correlation": 1}},
+        dict(KERNEL, args={"correlation": 1, "stream": 7}),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 98, "dur": 4, "args": {}},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 100, "cat": "ac2g", "bp": "e"},
+    ]
+    document = {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "GPU"}]}
+    if where == "args of an event not stored":
+        events[2]["args"] = {"Comms Id": big}
+    elif where == "a field of an event of another phase":
+        events[3]["id"] = big
+    elif where == "the pid read for a missing device":
+        events[1]["pid"] = big  # no args.device: the pid would be the device, but it does not fit BIGINT: NULL
+    elif where == "the args of a stored event":
+        events[1]["args"]["Comms Id"] = big
+    elif where == "the ts of an event not stored, read for the time base":
+        events[2]["ts"] = big
+    else:
+        document["deviceProperties"][0]["totalGlobalMem"] = big
+    taken = _both(_write(tmp_path, json.dumps(document).encode()))
+    assert taken == (msgspec_path if chunk_parser == "msgspec" else "stdlib")
+
+
+@pytest.mark.parametrize("args", [5, 2.5, "text", [1, 2], None, True], ids=repr)
+def test_args_that_are_not_an_object_give_the_checked_tables(tmp_path, chunk_parser, args):
+    """The msgspec path decodes a chunk's stored args in one call over the joined texts (numbers between them):
+    args that are not an object, a number among them, leave it for the checked path (which reads them as {})."""
+    events = [dict(KERNEL, args={"correlation": 1}), dict(KERNEL, ts=110, args=args), dict(KERNEL, ts=120)]
+    taken = _both(_write(tmp_path, json.dumps({"traceEvents": events}).encode()))
+    assert taken == ("stdlib" if chunk_parser == "msgspec" else "fast")

@@ -304,7 +304,7 @@ RAW_TABLES: dict[str, RawTable] = {
                 ("msg_dtype", pa.string()),
                 ("bytes", pa.int64()),
                 ("event_seq", pa.int64()),
-                ("args_json", pa.string()),
+                ("args_json", pa.string()),  # compact JSON; Kineto: the trace's text and key order; nsys: sorted
             ),
             natural_key=("capture_id", "event_seq"),
             description="GPU activities, runtime calls and annotations of profiler traces (Kineto JSON, nsys SQLite).",

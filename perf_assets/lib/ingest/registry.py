@@ -74,7 +74,7 @@ FORMATS: list[Format] = [
     Format(
         "kineto_trace_json",
         "kineto",
-        1,
+        2,  # 2: args_json is the trace's args text without whitespace (keys in the trace's order)
         lambda landed, head: head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b""),  # empty: quarantined
         parse_kineto_trace,
     ),

@@ -145,10 +145,14 @@ def as_arrays(activities: Iterable[tuple]) -> tuple[np.ndarray, np.ndarray, list
 def temporal_breakdown(activities: Iterable[tuple[int, int, str]]) -> Breakdown | None:
     """From (start_ns, end_ns, kernel_type) GPU activities of one rank; None without any activity."""
     starts, ends, types = as_arrays(activities)
+    return breakdown_of(starts, ends, np.array(types, dtype=object))
+
+
+def breakdown_of(starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> Breakdown | None:
+    """temporal_breakdown over columns: int64 starts and ends, the kernel types as an array of str."""
     busy_starts, busy_ends = union(starts, ends)
     if not len(busy_starts):
         return None
-    kinds = np.array(types, dtype=object)
     compute, communication = kinds == COMPUTE, kinds == COMMUNICATION
     busy_ns = int((busy_ends - busy_starts).sum())
     compute_ns = union_length(starts[compute], ends[compute])

@@ -86,6 +86,22 @@ def idle_breakdown(
     ends = np.fromiter((row[2] for row in rows), dtype=np.int64, count=count)
     known = np.fromiter((row[3] is not None for row in rows), dtype=bool, count=count)
     launched = np.fromiter((0 if row[3] is None else row[3] for row in rows), dtype=np.int64, count=count)
+    return idle_of(streams, starts, ends, launched, known, threshold_ns)
+
+
+def idle_of(
+    streams: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    launched: np.ndarray,
+    known: np.ndarray,
+    threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
+) -> list[StreamIdle]:
+    """idle_breakdown over columns (int64 streams, starts, ends, launch starts; known: the launch start is known),
+    activities with a stream only."""
+    count = len(streams)
+    if not count:
+        return []
     order = np.lexsort((starts, streams))  # stable: equal (stream, start) keep their order, as sorted() does
     streams, starts, ends, known, launched = streams[order], starts[order], ends[order], known[order], launched[order]
     first = np.concatenate(([True], streams[1:] != streams[:-1]))  # the first activity of its stream

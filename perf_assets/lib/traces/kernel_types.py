@@ -48,10 +48,15 @@ def kernel_type_breakdown(activities: Iterable[tuple[int, int, str]]) -> list[Ty
 
     exclusive = |U type| - |U type n U others| = |U all| - |U others| (numpy unions, exact)."""
     starts, ends, types = as_arrays(activities)
-    kinds = np.array(types, dtype=object)
+    return kernel_types_of(starts, ends, np.array(types, dtype=object))
+
+
+def kernel_types_of(starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> list[TypeTime]:
+    """kernel_type_breakdown over columns: int64 starts and ends, the kernel types as an array of str."""
     everything = union_length(starts, ends)
     rows = []
-    for kernel_type in sorted(set(types), key=lambda t: (KERNEL_TYPES.index(t) if t in KERNEL_TYPES else 99, t)):
+    present = set(kinds.tolist())
+    for kernel_type in sorted(present, key=lambda t: (KERNEL_TYPES.index(t) if t in KERNEL_TYPES else 99, t)):
         mine = kinds == kernel_type
         others = ~mine
         rows.append(

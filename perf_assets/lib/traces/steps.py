@@ -46,8 +46,13 @@ def step_busy(steps: list[tuple[int, int, int]], activities: Iterable[tuple[int,
     spans = list(activities)
     starts = np.fromiter((start for start, _ in spans), dtype=np.int64, count=len(spans))
     ends = np.fromiter((end for _, end in spans), dtype=np.int64, count=len(spans))
+    return step_busy_of(steps, starts, ends)
+
+
+def step_busy_of(steps: list[tuple[int, int, int]], starts: np.ndarray, ends: np.ndarray) -> list[StepBusy]:
+    """step_busy over columns: the device's activities as int64 starts and ends."""
     merged_starts, merged_ends = union(starts, ends)
-    starts.sort()
+    starts = np.sort(starts)
     rows = []
     for step, window_start, window_end in steps:
         clipped = np.minimum(merged_ends, window_end) - np.maximum(merged_starts, window_start)

@@ -5,7 +5,10 @@ json module and a per-integer Python hook that keeps integers beyond int64 as te
 dict while the whole document is held. The fast path (`fast`) instead
 
 * checks with numpy that no integer literal lies outside int64 (`has_big_int`: digit runs of 19 or more);
-  with one the checked path runs, since its hook is what keeps such an integer as text;
+  with one the checked path runs, since its hook is what keeps such an integer as text. The dict parsers check
+  the whole document first; the msgspec path (which decodes any integer exactly) checks only what it stores or
+  reads: the stored events' args text, the top level around the events (EventChunks(top_int64=True)), the
+  time-base sample, pid/tid and ts/dur (kineto_trace._StructColumns, _parse_fast);
 * splits the `traceEvents` array into chunks of about CHUNK_BYTES (1 MiB) at element boundaries (`EventChunks`)
   and parses each chunk alone, so only one chunk of raw events is alive at a time; the top-level object
   without its events is parsed on its own. The chunk parser is msgspec when installed and the document is
@@ -77,9 +80,24 @@ _STRUCT_DECODERS: list = []
 PHASES = tuple("BEXiICbneSTpFstfPNODMVvRc()")
 
 
-def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], object], type]:
-    """(chunk -> list of event structs, raw args -> object, the struct type of complete events) with msgspec,
-    which must be installed.
+# The args the tables read (trace_tables' promoted columns), by struct field -> JSON key; any other key is skipped.
+ARGS_READ = {
+    "device": "device",
+    "stream": "stream",
+    "correlation": "correlation",
+    "group_size": "Group size",
+    "in_msg_nelems": "In msg nelems",
+    "out_msg_nelems": "Out msg nelems",
+    "bytes": "bytes",
+    "collective_name": "Collective name",
+    "process_group_name": "Process Group Name",
+    "msg_dtype": "dtype",
+}
+
+
+def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[bytes], list], type, type]:
+    """(chunk -> list of event structs, joined raw args -> list of args structs and separators, the struct type of
+    complete events, the struct type of the args read) with msgspec, which must be installed.
 
     The chunk is decoded as a tagged union on `ph`: a complete event (ph X) becomes a struct with the top-level
     fields the reader needs (cat, name, pid, tid, ts, dur: any JSON value, None when absent) and `args` as
@@ -89,6 +107,13 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
     is not an object (the checked path then counts them, as ever). msgspec checks the syntax of skipped values
     as strictly as the stdlib (tests/test_kineto_fast.py) but not their UTF-8, so the caller uses it on ASCII
     documents only.
+
+    The args of a stored event are decoded into a struct of the ARGS_READ keys only (any JSON value each, None
+    when absent; the other keys are checked and skipped, a repeated key keeps its last value, as dicts do), all
+    of a chunk's in one call over trace_tables.joined_args (a JSON array with a number between two args objects);
+    args that are neither an object nor a number fail that decode (msgspec.ValidationError), a number among them
+    is caught by the caller's check that every other element is an args struct. The struct's fields are in
+    ARGS_READ order, so msgspec.structs.astuple gives them in that order.
     """
     if not _STRUCT_DECODERS:
 
@@ -107,12 +132,20 @@ def struct_decoders() -> tuple[Callable[[bytes], list], Callable[[object], objec
             if phase != "X"
         ]
         event = Union[tuple([Complete, *others])]  # noqa: UP007 - a Union built from a list
-        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[event]).decode, msgspec.json.decode, Complete])
-    return _STRUCT_DECODERS[0], _STRUCT_DECODERS[1], _STRUCT_DECODERS[2]
+        args_read = msgspec.defstruct(
+            "ArgsRead",
+            [(field, object, msgspec.field(default=None, name=key)) for field, key in ARGS_READ.items()],
+            gc=False,
+        )
+        # the stored events' raw args of a chunk joined into one array by a number (trace_tables.joined_args):
+        # one decode call per chunk; the caller checks that every other element is an ArgsRead struct
+        joined = msgspec.json.Decoder(list[Union[args_read, float]]).decode  # noqa: UP007 - as above
+        _STRUCT_DECODERS.extend([msgspec.json.Decoder(list[event]).decode, joined, Complete, args_read])
+    return tuple(_STRUCT_DECODERS)
 
 
-def _stdlib_loads(data: bytes | bytearray) -> object:
-    return json.loads(data.decode("utf-8"))  # strict UTF-8, as the checked path's first decode attempt
+def _stdlib_loads(data: bytes | bytearray | memoryview) -> object:
+    return json.loads(str(data, "utf-8"))  # strict UTF-8, as the checked path's first decode attempt
 
 
 def loads_function(use_orjson: bool = True) -> Callable[[bytes], object]:
@@ -177,16 +210,35 @@ class EventChunks:
         loads: Callable[[bytes], object],
         chunk_bytes: int | None = None,
         top_loads: Callable[[bytes], object] | None = None,
+        top_int64: bool = False,
     ):
-        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object."""
+        """loads parses a chunk (a JSON array of events), top_loads (default loads) the top-level object;
+        top_int64: NotSure when the top level (the document without its events) may hold an integer literal
+        beyond int64 (has_big_int), for callers that have not checked the whole document."""
         self.data, self.loads, self.chunk_bytes = data, loads, chunk_bytes or CHUNK_BYTES
-        self.top_loads = top_loads or loads
+        self.top_loads, self.top_int64 = top_loads or loads, top_int64
         self.top_level: dict | None = None
         self.events = 0
 
     def _parse(self, start: int, end: int) -> list | None:
+        """data[start:end] parsed as the elements of a JSON array, or None when it is not one.
+
+        In a bytearray the array is parsed in place, without a copy of the chunk: the byte before the chunk (the
+        events array's `[`, a `,` or whitespace) and the byte after it (a `,`, the `]` or whitespace) are set to
+        `[` and `]` for the parse and then restored; the parsers read the bytes through a memoryview (msgspec's
+        raw args keep a view of them until their chunk is processed; nothing else is changed meanwhile)."""
+        data = self.data
         try:
-            chunk = self.loads(b"[" + self.data[start:end] + b"]")
+            if isinstance(data, bytearray) and start > 0 and end < len(data):
+                before, after = data[start - 1], data[end]
+                data[start - 1], data[end] = 0x5B, 0x5D  # [ ]
+                try:
+                    with memoryview(data) as view:
+                        chunk = self.loads(view[start - 1 : end + 1])
+                finally:
+                    data[start - 1], data[end] = before, after
+            else:
+                chunk = self.loads(b"[" + data[start:end] + b"]")
         except (ValueError, UnicodeDecodeError, RecursionError):  # orjson.JSONDecodeError is a ValueError
             return None
         return chunk if isinstance(chunk, list) else None
@@ -220,8 +272,11 @@ class EventChunks:
     def _finish(self, tail: int) -> None:
         if b'"traceEvents"' in self.data[tail:]:
             raise NotSure("a second traceEvents key")
+        top_text = self.data[: self._array_start] + b"[]" + self.data[tail:]
+        if self.top_int64 and has_big_int(top_text):
+            raise NotSure("an integer literal beyond int64 around traceEvents")
         try:
-            top = self.top_loads(self.data[: self._array_start] + b"[]" + self.data[tail:])
+            top = self.top_loads(top_text)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise NotSure("the document around traceEvents does not parse") from None
         if not isinstance(top, dict) or top.get("traceEvents") != []:

@@ -36,11 +36,12 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import compress, repeat
+from itertools import compress
 from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
+from msgspec.structs import astuple as _astuple
 
 from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
@@ -48,14 +49,17 @@ from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has
 from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
     TraceContext,
-    args_json,
     args_json_array,
+    args_json_in_order,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
+    compact_args,
     int_or_text,
+    joined_args,
 )
 from perf_assets.lib.ingest.landing import LandedFile
+from perf_assets.lib.traces.rank_columns import Activities
 
 try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
     from isal import igzip as _gzip
@@ -254,7 +258,7 @@ def _event(raw: dict, category: str, cat: str, to_ns) -> dict | None:
     for column, key in INT_ARGS:
         value = args.get(key)
         event[column] = None if value is None else as_int64(value)
-    event["args_json"] = args_json(args)
+    event["args_json"] = args_json_in_order(args)
     for column, key in COLLECTIVE_ARGS.items():
         value = args.get(key) if category == "kernel" else None
         event[column] = str(value) if value is not None else None
@@ -279,10 +283,11 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
     """All canonical tables of one Kineto trace; fast=False forces the checked stdlib reader (same tables)."""
     with _without_cyclic_gc():
         data = read_bytes(landed)
-        big_int = has_big_int(data)
+        structs = fast and kineto_fast.msgspec is not None and data.isascii()
+        big_int = None if structs else has_big_int(data)  # the msgspec path checks what it stores (_StructColumns)
         if fast and not big_int:
             try:
-                tables = _parse_fast(landed, data)
+                tables = _parse_fast(landed, data, structs)
             except NotSure:
                 pass
             except QuarantineError:  # the fast path was sure: e.g. nothing to store
@@ -292,7 +297,7 @@ def parse_kineto_trace(landed: LandedFile, fast: bool = True) -> dict[str, pa.Ta
                 PATHS["fast"] += 1
                 return tables
         PATHS["stdlib"] += 1
-        document, notes = checked_document(data, big_int)
+        document, notes = checked_document(data, has_big_int(data) if big_int is None else big_int)
         del data
         return _parse_checked(landed, document, notes)
 
@@ -454,7 +459,9 @@ class _Collected:
             sizes = get("Group size"), get("In msg nelems"), get("Out msg nelems"), get("bytes")
             if sizes != (None, None, None, None):
                 sizes = tuple(value if type(value) is int or value is None else as_int64(value) for value in sizes)
-            append((category, name, device, stream, ts, dur, correlation, *sizes, args_json(args), *collective))
+            append(
+                (category, name, device, stream, ts, dur, correlation, *sizes, args_json_in_order(args), *collective)
+            )
 
     def columns(self) -> dict[str, list]:
         """The stored events' columns (FIELDS), in file order; the tuples are dropped."""
@@ -462,15 +469,34 @@ class _Collected:
         return dict(zip(FIELDS, map(list, zip(*rows)))) if rows else {field: [] for field in FIELDS}
 
 
-_PH, _CAT, _NAME = operator.attrgetter("ph"), operator.attrgetter("cat"), operator.attrgetter("name")
-_PID, _TID, _TS, _DUR = (operator.attrgetter(name) for name in ("pid", "tid", "ts", "dur"))
-_ARGS = operator.attrgetter("args")
 _CATEGORY, _DEVICE_SIDE = operator.itemgetter(1), operator.itemgetter(2)
 _NUMBER_TYPES = {int, float}
 _INT_OR_NONE = {int, type(None)}
 _TEXT_OR_NONE = {str, type(None)}
 _INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), ("out_msg_nelems", "Out msg nelems"))
 _INT_ARGS += (("bytes", "bytes"),)
+
+
+_CAT, _TS = operator.attrgetter("cat"), operator.attrgetter("ts")
+
+
+def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list, list[str]]:
+    """(the complete events that are stored, their _cat_info, the kinds of the others in event order, as
+    _Collected.add counts them): events of a category not stored; with times, also events without ts/dur."""
+    if times:
+        keys = [
+            (lowered or "no category")
+            if category is None
+            else (f"{lowered} without ts/dur" if _ts(event.ts) is None or _ts(event.dur) is None else None)
+            for event, (lowered, category, _) in zip(complete, infos)
+        ]
+        keep = [key is None for key in keys]
+        return list(compress(complete, keep)), list(compress(infos, keep)), [key for key in keys if key is not None]
+    categories = list(map(_CATEGORY, infos))
+    if all(categories):
+        return complete, infos, []
+    dropped = [lowered or "no category" for lowered, category, _ in infos if category is None]
+    return list(compress(complete, categories)), list(compress(infos, categories)), dropped
 
 
 def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
@@ -500,14 +526,16 @@ def _times(values: list) -> list:
 
 class _StructColumns(_Collected):
     """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
-    event: each field of a chunk's events is taken, checked and converted in one C-level pass (map, set of
-    types) and Python code runs per event only where a value is unusual (a string where an int is expected, a
-    missing device...). The same decisions as _Collected.add and _event, value for value. The args of stored
-    events are decoded (a dict each) for their fields and args_json; the others stay raw JSON."""
+    event: a chunk's complete events are turned into columns by one transposition (astuple, zip), and each
+    column is checked and converted in one C-level pass (map, set of types); Python code runs per event only
+    where a value is unusual (a string where an int is expected, a missing device...). The same decisions as
+    _Collected.add and _event, value for value. The args of stored events are decoded into a struct of the
+    keys read (kineto_fast.ARGS_READ), and args_json is their raw text, compacted; the others stay raw JSON."""
 
-    def __init__(self, complete_type: type) -> None:
+    def __init__(self, complete_type: type, args_type: type) -> None:
         super().__init__()
         self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
+        self.args_type = args_type  # the struct of the args read (kineto_fast.ARGS_READ)
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
         self.args_json: list[pa.Array] = []  # one string array per chunk
         self.count = 0
@@ -516,44 +544,43 @@ class _StructColumns(_Collected):
         complete_type = self.complete_type
         complete = [event for event in chunk if type(event) is complete_type]
         self.non_duration += len(chunk) - len(complete)
-        starts, durations = list(map(_TS, complete)), list(map(_DUR, complete))
-        if len(self.sample) < 1000:
-            self.sample.extend(map(_ts, starts[: 1000 - len(self.sample)]))
-        infos = _cat_infos(list(map(_CAT, complete)))
-        categories = list(map(_CATEGORY, infos))
-        times_checked = set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES
-        if not times_checked:
-            starts, durations = _times(starts), _times(durations)
-        if not times_checked and (None in starts or None in durations):
-            # rare: the kinds not stored are counted in event order, as _Collected.add counts them
-            keys = [
-                (lowered or "no category")
-                if category is None
-                else (f"{lowered} without ts/dur" if start is None or duration is None else None)
-                for (lowered, category, _), start, duration in zip(infos, starts, durations)
-            ]
-            keep = [key is None for key in keys]
-        elif not all(categories):
-            keys = [lowered or "no category" for lowered, category, _ in infos if category is None]
-            keep = list(map(bool, categories))
-        else:
-            keys = keep = None
-        if keep is not None:
-            self.not_kept.update([key for key in keys if key is not None])
-            complete, infos, categories = (list(compress(values, keep)) for values in (complete, infos, categories))
-            starts, durations = list(compress(starts, keep)), list(compress(durations, keep))
         if not complete:
             return
-        count = len(complete)
+        if len(self.sample) < 1000:
+            self.sample.extend(map(_ts, map(_TS, complete[: 1000 - len(self.sample)])))
+        infos = _cat_infos(list(map(_CAT, complete)))
+        stored, kept_infos, dropped = _kept(complete, infos)  # only stored events are transposed
+        if stored:
+            _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
+            if not (set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES):
+                starts, durations = _times(starts), _times(durations)
+                if None in starts or None in durations:  # rare: events without ts/dur are not stored either
+                    stored, kept_infos, dropped = _kept(complete, infos, times=True)
+                    if stored:
+                        _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
+                        starts, durations = _times(starts), _times(durations)
+        self.not_kept.update(dropped)
+        del complete, stored
+        infos = kept_infos
+        categories = list(map(_CATEGORY, infos))
+        count = len(categories)
+        if not count:
+            return
+        joined = joined_args(raws)
+        if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
+            raise NotSure("an integer literal beyond int64 in the args of a stored event")
         try:
-            args = list(map(decode_args, map(_ARGS, complete)))
-        except ValueError:  # msgspec.DecodeError: e.g. a number beyond double (the stdlib reads inf)
-            raise NotSure("args the struct decoder does not read") from None
-        if not set(map(type, args)) <= {dict}:
-            args = [value if type(value) is dict else {} for value in args]
-        device, stream = _device_and_stream(complete, args, list(map(_DEVICE_SIDE, infos)))
-        correlation = _int64s(_arg(args, "correlation"))
-        names = list(map(_NAME, complete))
+            decoded = decode_args(joined)
+        except ValueError:  # msgspec.ValidationError: args that are not an object (the checked path reads {})
+            raise NotSure("args that are not a JSON object") from None
+        args = decoded[::2]  # the others are the separators
+        if len(decoded) != 2 * count - 1 or not set(map(type, args)) <= {self.args_type}:
+            raise NotSure("args that are not a JSON object")
+        del decoded
+        device, stream, correlation, *sizes, collective, group, dtype = zip(*map(_astuple, args))
+        del args
+        device, stream = _device_and_stream(device, stream, pids, tids, list(map(_DEVICE_SIDE, infos)))
+        correlation = _int64s(correlation)
         if not set(map(type, names)) <= _TEXT_OR_NONE:
             names = [_text(name) for name in names]
         offset = self.count
@@ -578,17 +605,16 @@ class _StructColumns(_Collected):
             ("correlation_id", correlation),
         ):
             lists[field] += values
-        for field, key in _INT_ARGS:
-            lists[field] += _int64s(_arg(args, key))
-        for field, key in COLLECTIVE_ARGS.items():
-            values = _arg(args, key)
+        for (field, _), values in zip(_INT_ARGS, sizes):
+            lists[field] += _int64s(values)
+        for field, values in zip(COLLECTIVE_ARGS, (collective, group, dtype)):
             if values.count(None) != count:  # kernels only, as text
                 values = [
                     None if value is None or category != "kernel" else str(value)
                     for value, category in zip(values, categories)
                 ]
             lists[field] += values
-        self.args_json.append(args_json_array(args))
+        self.args_json.append(args_json_array(compact_args(joined, raws)))
         self.count += count
 
     def columns(self) -> dict[str, object]:
@@ -598,22 +624,19 @@ class _StructColumns(_Collected):
         return columns
 
 
-def _arg(args: list[dict], key: str) -> list:
-    """args[i].get(key) of every event, in one C-level pass."""
-    return list(map(dict.get, args, repeat(key)))
-
-
-def _device_and_stream(events: list, args: list[dict], device_side: list[bool]) -> tuple[list, list]:
+def _device_and_stream(
+    device: tuple, stream: tuple, pids: tuple, tids: tuple, device_side: list[bool]
+) -> tuple[list, list]:
     """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
     categories, None for the others (as _event)."""
-    count = len(events)
+    count = len(device_side)
     if True not in device_side:
         return [None] * count, [None] * count
     every = False not in device_side
     if not every:
-        events, args = list(compress(events, device_side)), list(compress(args, device_side))
-    device = _either(_int64s(_arg(args, "device")), events, _PID)
-    stream = _either(_int64s(_arg(args, "stream")), events, _TID)
+        device, stream, pids, tids = (list(compress(values, device_side)) for values in (device, stream, pids, tids))
+    device = _either(_int64s(device), pids)
+    stream = _either(_int64s(stream), tids)
     if every:
         return device, stream
     return _scatter(device, device_side), _scatter(stream, device_side)
@@ -626,12 +649,17 @@ def _scatter(values: list, where: list[bool]) -> list:
     return spread.tolist()
 
 
-def _either(values: list, events: list, fallback: operator.attrgetter) -> list:
-    """values, with the event's own field (as_int64) where a value is None."""
+def _either(values: list, fallback: list) -> list:
+    """values, with the fallback (as_int64, range checked: on the msgspec path no check of the whole document
+    has cleared pid and tid) where a value is None."""
     if None not in values:
         return values
-    other = _int64s(list(map(fallback, events)))
-    return [value if value is not None else alternative for value, alternative in zip(values, other)]
+    return [value if value is not None else as_int64(alternative) for value, alternative in zip(values, fallback)]
+
+
+def _fits_int64(value: object) -> bool:
+    """False for an int outside int64 (msgspec decodes any integer literal exactly)."""
+    return type(value) is not int or -(2**63) <= value < 2**63
 
 
 EXACT_US = 2**53  # |µs| below this: exact as a double, and × 1000 (+ a base) checked to stay inside int64
@@ -644,24 +672,49 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     offset = base or 0
     if not values:
         return np.zeros(0, dtype=np.int64)
-    if set(map(type, values)) <= {int}:
+    types = set(map(type, values))
+    if types <= {int}:
         largest = max(max(values), -min(values))  # Python ints: np.abs(-2**63) would overflow
+        if not largest < EXACT_US:  # before the conversion: an int beyond int64 would not convert
+            raise NotSure("timestamps too large for the vectorized conversion")
         integers, floats, is_float = np.array(values, dtype=np.int64), None, None
     else:
         floats = np.array(values, dtype=np.float64)
         largest = float(np.abs(floats).max())
-        is_float = np.array([type(value) is float for value in values], dtype=bool)
-        integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
+        if types == {float}:  # float-µs traces: no int among them
+            integers = is_float = None
+        else:
+            is_float = np.array([type(value) is float for value in values], dtype=bool)
+            integers = np.where(is_float, 0, floats).astype(np.int64)  # the int ones: exact below 2**53
     if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
         raise NotSure("timestamps too large for the vectorized conversion")
-    ns = integers * 1000 + offset
+    ns = None if integers is None else integers * 1000 + offset
     if floats is not None:
         if mode == "kineto_unix_us":
             converted = np.trunc(floats).astype(np.int64) * 1000
         else:
             converted = np.rint(floats * 1000).astype(np.int64) + offset
-        ns = np.where(is_float, converted, ns)
+        ns = converted if is_float is None else np.where(is_float, converted, ns)
     return ns
+
+
+def _start_end_ns(starts: list, durations: list, mode: str, base: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """_nanoseconds of the starts and of start + dur (with Python's types), the end never before the start.
+    All ints (µs traces): the sums in int64, exact, once the bound below shows they fit."""
+    if starts and set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}:
+        offset = base or 0
+        largest = max(max(starts), -min(starts)) + max(max(durations), -min(durations))  # bounds |start + dur| too
+        if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
+            raise NotSure("timestamps too large for the vectorized conversion")
+        start_us = np.array(starts, dtype=np.int64)
+        start_ns = (
+            start_us * 1000 + offset
+        )  # int x: base + round(x × 1000) = int(x) × 1000 (+ base) = x × 1000 (+ base)
+        end_ns = (start_us + np.array(durations, dtype=np.int64)) * 1000 + offset
+    else:
+        start_ns = _nanoseconds(starts, mode, base)
+        end_ns = _nanoseconds(_sums(starts, durations), mode, base)
+    return start_ns, np.maximum(end_ns, start_ns)
 
 
 def _sums(starts: tuple, durations: tuple) -> list:
@@ -669,16 +722,18 @@ def _sums(starts: tuple, durations: tuple) -> list:
     return list(map(operator.add, starts, durations))
 
 
-def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> dict[str, pa.Table]:
-    """structs: msgspec event structs when msgspec is installed and the document is ASCII (see struct_decoders)."""
-    structs = structs and kineto_fast.msgspec is not None and data.isascii()
+def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str, pa.Table]:
+    """structs: msgspec event structs (msgspec installed, an ASCII document; see struct_decoders), which check
+    the integers they store; else dicts, for a document that has_big_int has cleared."""
     if structs:
-        decode_chunk, decode_args, complete_type = kineto_fast.struct_decoders()
-        collected: _Collected = _StructColumns(complete_type)
-        reader = EventChunks(data, decode_chunk, top_loads=loads_function())
+        decode_chunk, decode_args, complete_type, args_type = kineto_fast.struct_decoders()
+        collected: _Collected = _StructColumns(complete_type, args_type)
+        reader = EventChunks(data, decode_chunk, top_loads=loads_function(), top_int64=True)
         for chunk in reader.chunks():
             collected.add(chunk, decode_args)
             del chunk
+        if not all(map(_fits_int64, collected.sample)):  # the time base reads them: the checked path decides
+            raise NotSure("a timestamp beyond int64")
     else:
         collected = _Collected()
         reader = EventChunks(data, loads_function())
@@ -692,36 +747,36 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool = True) -> di
     mode, _, base = time_mode(document, collected.sample)
     columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
-    start_ns = _nanoseconds(starts, mode, base)
-    end_ns = np.maximum(_nanoseconds(_sums(starts, durations), mode, base), start_ns)
-    columns["start_ns"], columns["end_ns"] = start_ns, end_ns
+    columns["start_ns"], columns["end_ns"] = _start_end_ns(starts, durations, mode, base)
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
-    slim, launches = _breakdown_inputs(columns, collected.breakdown_rows, collected.launch_rows)
-    return build_columnar_tables(landed, context, columns, slim, launches)
+    activities, rows, annotations, launches = _breakdown_inputs(
+        columns, collected.breakdown_rows, collected.launch_rows
+    )
+    return build_columnar_tables(landed, context, columns, activities, rows, annotations, launches)
 
 
-def _breakdown_inputs(columns: dict, wanted: list[int], launch_rows: list[int]) -> tuple[list[dict], dict[int, int]]:
-    """The events the breakdowns read (GPU activities, CPU annotations) as dicts, and the launches by correlation."""
+def _breakdown_inputs(
+    columns: dict, wanted: list[int], launch_rows: list[int]
+) -> tuple[Activities, np.ndarray, list[tuple], dict[int, int]]:
+    """What the breakdowns read: the GPU activities' columns and their rows, the CPU annotations' (name, start,
+    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations."""
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
-    correlation = columns["correlation_id"]
-    launch_index = np.array(launch_rows, dtype=np.int64)
-    launches = dict(zip([correlation[row] for row in launch_rows], start_ns[launch_index].tolist()))
-    index = np.array(wanted, dtype=np.int64)
-    category, name, device, stream = columns["category"], columns["name"], columns["device_index"], columns["stream"]
-    slim = [
-        {
-            "row": row,
-            "category": category[row],
-            "name": name[row],
-            "device_index": device[row],
-            "stream": stream[row],
-            "start_ns": start,
-            "end_ns": end,
-            "dur_ns": end - start,
-            "correlation_id": correlation[row],
-        }
-        for row, start, end in zip(wanted, start_ns[index].tolist(), end_ns[index].tolist())
-    ]
-    return slim, launches
+    category, name, correlation = columns["category"], columns["name"], columns["correlation_id"]
+    launches = dict(zip(map(correlation.__getitem__, launch_rows), start_ns[launch_rows].tolist()))
+    is_activity = [category[row] in _BREAKDOWN_INPUT for row in wanted]
+    rows = list(compress(wanted, is_activity))
+    others = [row for row, activity in zip(wanted, is_activity) if not activity]
+    annotations = list(zip(map(name.__getitem__, others), start_ns[others].tolist(), end_ns[others].tolist()))
+    at = np.array(rows, dtype=np.int64)
+    activities = Activities(
+        category=list(map(category.__getitem__, rows)),
+        name=list(map(name.__getitem__, rows)),
+        device=list(map(columns["device_index"].__getitem__, rows)),
+        stream=list(map(columns["stream"].__getitem__, rows)),
+        correlation=list(map(correlation.__getitem__, rows)),
+        start_ns=start_ns[at],
+        end_ns=end_ns[at],
+    )
+    return activities, at, annotations, launches

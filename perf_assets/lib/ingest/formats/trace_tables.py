@@ -7,6 +7,7 @@ that count, computes the per-rank breakdowns (perf_assets.lib.traces) and return
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -20,8 +21,10 @@ import pyarrow.compute as pc
 
 from perf_assets.lib.contracts import raw_table
 from perf_assets.lib.ingest.landing import LandedFile
+from perf_assets.lib.traces import rank_columns
 from perf_assets.lib.traces.breakdown import COMMUNICATION, classify_kernel, temporal_breakdown
 from perf_assets.lib.traces.profiler_steps import in_traced_iterations, last_step_start
+from perf_assets.lib.traces.rank_columns import Activities, DeviceFigures
 from perf_assets.lib.traces.rank_tables import by_device, idle_rows, kernel_type_rows, launch_starts, step_rows
 
 EVENTS, BREAKDOWNS = "trace_events", "trace_rank_breakdowns"  # keys of RAW_TABLES
@@ -142,6 +145,24 @@ def breakdown_rows(landed: LandedFile, context: TraceContext, events: list[dict]
     for event in events:
         if event["category"] in GPU_ACTIVITIES:
             by_device.setdefault(event.get("device_index"), []).append(event)
+    figures = []
+    for device, activities in sorted(by_device.items(), key=lambda item: (item[0] is None, item[0] or 0)):
+        kernels = [event for event in activities if event["category"] == "kernel"]
+        counted = [(e["start_ns"], e["end_ns"], e["kernel_type"]) for e in activities if e["in_breakdown"]]
+        figures.append(
+            DeviceFigures(
+                device,
+                len(kernels),
+                sum(event["dur_ns"] for event in kernels),
+                sum(event["kernel_type"] == COMMUNICATION for event in kernels),
+                temporal_breakdown(counted),
+            )
+        )
+    return device_rows(landed, context, figures, excluded)
+
+
+def device_rows(landed: LandedFile, context: TraceContext, figures: list[DeviceFigures], excluded: int) -> list[dict]:
+    """The rank breakdown rows from each device's figures (devices in order); one row of unknowns without any."""
     base = {
         "capture_id": capture_id_of(landed),
         "trace_format": context.trace_format,
@@ -156,7 +177,7 @@ def breakdown_rows(landed: LandedFile, context: TraceContext, events: list[dict]
         "activities_excluded": excluded,
     }
     note = context.note()
-    if not by_device:
+    if not figures:
         only = next(iter(context.devices)) if len(context.devices) == 1 else None
         name, uuid = context.devices.get(only, (None, None)) if only is not None else (None, None)
         return [
@@ -170,19 +191,17 @@ def breakdown_rows(landed: LandedFile, context: TraceContext, events: list[dict]
             }
         ]
     rows = []
-    for device, activities in sorted(by_device.items(), key=lambda item: (item[0] is None, item[0] or 0)):
-        kernels = [event for event in activities if event["category"] == "kernel"]
-        counted = [(e["start_ns"], e["end_ns"], e["kernel_type"]) for e in activities if e["in_breakdown"]]
-        result = temporal_breakdown(counted)
+    for figure in figures:
+        device, result = figure.device, figure.breakdown
         name, uuid = context.devices.get(device, (None, None)) if device is not None else (None, None)
         row = {
             **base,
             "device_index": device,
             "device_name": name,
             "device_uuid": uuid,
-            "kernel_count": len(kernels),
-            "kernel_time_ns": sum(event["dur_ns"] for event in kernels),
-            "communication_kernel_count": sum(event["kernel_type"] == COMMUNICATION for event in kernels),
+            "kernel_count": figure.kernel_count,
+            "kernel_time_ns": figure.kernel_time_ns,
+            "communication_kernel_count": figure.communication_kernel_count,
             "note": note,
             "event_date": _day(
                 result.span_start_ns if result else None, context.time_absolute, landed.default_event_date
@@ -209,6 +228,20 @@ def derived_tables(
     """Idle-time, kernel-type and per-step busy tables (perf_assets.lib.traces.rank_tables) with identity.
 
     events: at least the GPU activities and CPU annotations; launches as for mark_activities."""
+    devices, counted = by_device(events), by_device(events, counted_only=True)
+    return identified_tables(
+        landed,
+        context,
+        {
+            IDLE: idle_rows(events, counted, launches),
+            KERNEL_TYPES: kernel_type_rows(counted),
+            STEP_BUSY: step_rows(events, devices),
+        },
+    )
+
+
+def identified_tables(landed: LandedFile, context: TraceContext, rows_by_table: dict[str, list[dict]]) -> dict:
+    """The derived tables' rows (rank_tables, rank_columns) with identity and event_date, as Arrow tables."""
     identity = {
         "capture_id": capture_id_of(landed),
         "trace_format": context.trace_format,
@@ -216,13 +249,8 @@ def derived_tables(
         "job_id": context.job_id,
         "rank": context.rank,
     }
-    devices, counted = by_device(events), by_device(events, counted_only=True)
     tables = {}
-    for key, rows in (
-        (IDLE, idle_rows(events, counted, launches)),
-        (KERNEL_TYPES, kernel_type_rows(counted)),
-        (STEP_BUSY, step_rows(events, devices)),
-    ):
+    for key, rows in rows_by_table.items():
         for row in rows:
             row.update(identity, time_absolute=context.time_absolute)
             row["event_date"] = _day(row.pop("_start_ns"), context.time_absolute, landed.default_event_date)
@@ -260,26 +288,66 @@ def build_trace_tables(landed: LandedFile, context: TraceContext, events: list[d
     return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, events)}
 
 
-# args_json is the args object as compact JSON with its keys sorted (msgspec's encoder: `{"a":1,"b":[1,2]}`,
-# text as UTF-8, non-finite floats as null), from the parsed args, so every reader path writes the same text
-# for the same JSON value. Objects msgspec cannot encode are written as str(value) (json.dumps' default=str).
+# args_json is the args object as compact JSON (no whitespace outside strings).
+# * Kineto: keys in the trace's own order. The msgspec fast path keeps the trace's own text of the args object
+#   with its whitespace removed (msgspec.json.format: every token as written, e.g. `1.50`, `1e5`, `\u00e9`); the
+#   other Kineto paths (dicts) encode the parsed args with msgspec in their key order: the same JSON value, the
+#   same text for the numbers and strings a profiler writes (tests/test_kineto_fast.py).
+# * nsys: keys sorted (msgspec's encoder, `{"a":1,"b":[1,2]}`), built from the export's columns.
+# Text as UTF-8, non-finite floats as null; objects msgspec cannot encode are written as str(value) (json.dumps'
+# default=str); a lone surrogate falls back to the stdlib's escaped text.
 _ARGS_ENCODE = msgspec.json.Encoder(order="sorted", enc_hook=str).encode
+_ARGS_ENCODE_IN_ORDER = msgspec.json.Encoder(enc_hook=str).encode
+_COMPACT = functools.partial(msgspec.json.format, indent=-1)
 
 
 def args_json(args: object) -> str | None:
-    """The args as compact, key-sorted JSON; None for empty or missing args."""
+    """The args as compact, key-sorted JSON; None for empty or missing args (nsys)."""
     if not args:
         return None
     try:
         return _ARGS_ENCODE(args).decode()
-    except UnicodeEncodeError:  # a lone surrogate (the stdlib json module reads "\\ud800"): kept escaped
+    except UnicodeEncodeError:  # a lone surrogate (the stdlib json module reads "\ud800"): kept escaped
         return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def args_json_array(args: list[dict]) -> pa.Array:
-    """args_json of each dict as one Arrow string array (the encoding in one C-level pass, no str per event)."""
-    encoded = pa.array(list(map(_ARGS_ENCODE, args)), pa.binary())
-    return pc.if_else(pc.equal(encoded, b"{}"), pa.scalar(None, pa.binary()), encoded).cast(pa.string())
+def args_json_in_order(args: object) -> str | None:
+    """The args as compact JSON, keys in their order (Kineto from dicts); None for empty or missing args."""
+    if not args:
+        return None
+    try:
+        return _ARGS_ENCODE_IN_ORDER(args).decode()
+    except UnicodeEncodeError:  # a lone surrogate (the stdlib json module reads "\ud800"): kept escaped
+        return json.dumps(args, separators=(",", ":"), default=str)
+
+
+# Between two args objects joined for one msgspec.json.format call: a JSON number no profiler writes (it is
+# found again only between `}` and `{`; an args object whose compact text holds it is caught, see below).
+_BETWEEN_ARGS = b",-0.0e-0,"
+
+
+def joined_args(raws: list) -> bytes:
+    """The raw args objects as one JSON array, separated by _BETWEEN_ARGS (compact_args' input)."""
+    return b"[" + _BETWEEN_ARGS.join(raws) + b"]"
+
+
+def compact_args(joined: bytes, raws: list) -> list[bytes]:
+    """The text of each raw args object (JSON that msgspec has checked) with the whitespace outside its strings
+    removed (msgspec.json.format): args_json of the Kineto fast path, see args_json_array. joined: joined_args(raws).
+
+    The raws are formatted in one call, joined into a JSON array by _BETWEEN_ARGS, and split on it again: an
+    object starts with `{` and ends with `}`, so only an occurrence inside one object's compact text can add a
+    split, and then the count differs: each object is formatted alone instead."""
+    if not raws:
+        return []
+    compact = msgspec.json.format(joined, indent=-1)[1:-1].split(_BETWEEN_ARGS)
+    return compact if len(compact) == len(raws) else list(map(_COMPACT, raws))
+
+
+def args_json_array(compact: list[bytes]) -> pa.Array:
+    """compact_args' texts of one chunk as args_json (Arrow strings), None for `{}`."""
+    array = pa.array(compact, pa.binary())
+    return pc.if_else(pc.equal(array, b"{}"), pa.scalar(None, pa.binary()), array).cast(pa.string())
 
 
 _EPOCH = date(1970, 1, 1)
@@ -302,27 +370,27 @@ def build_columnar_tables(
     landed: LandedFile,
     context: TraceContext,
     columns: dict[str, object],
-    slim: list[dict],
+    activities: Activities,
+    activity_rows: np.ndarray,
+    annotations: list[tuple[str | None, int, int]],
     launches: dict[int, int],
 ) -> dict[str, pa.Table]:
     """build_trace_tables for a parser that hands columns instead of one dict per event (kineto fast path).
 
     columns: the parser's columns of the events table in file order (category, name, device_index, stream,
     correlation_id, group_size, in_msg_nelems, out_msg_nelems, bytes, args_json, collective_name,
-    process_group_name, msg_dtype as lists or Arrow arrays; start_ns, end_ns as int64 arrays). slim: one dict per GPU
-    activity and CPU annotation (the keys build_trace_tables' events have, and `row`, its index in columns),
-    all the breakdowns read. launches: correlation id -> launch start of the runtime events. Same tables.
+    process_group_name, msg_dtype as lists or Arrow arrays; start_ns, end_ns as int64 arrays). activities: the GPU
+    activities' columns (rank_columns), at activity_rows of the events table; annotations: the CPU annotations'
+    (name, start_ns, end_ns); launches: correlation id -> launch start of the runtime events. Same tables.
     """
-    excluded = mark_activities(slim, launches)
+    excluded = rank_columns.mark(activities, annotations, launches)
     if excluded:
         context.notes.append(f"{excluded} GPU activities of the last, incomplete profiler step not in the breakdown")
     count = len(columns["category"])
-    kernel_type: list[str | None] = [None] * count
-    in_breakdown: list[bool | None] = [None] * count
-    for event in slim:
-        if event["category"] in GPU_ACTIVITIES:
-            kernel_type[event["row"]] = event["kernel_type"]
-            in_breakdown[event["row"]] = event["in_breakdown"]
+    kernel_type = np.full(count, None, dtype=object)
+    kernel_type[activity_rows] = activities.kernel_type
+    in_breakdown = np.full(count, None, dtype=object)
+    in_breakdown[activity_rows] = activities.in_breakdown
     context.kept = count
     schema = _schema_with_date(EVENTS)
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
@@ -336,8 +404,8 @@ def build_columnar_tables(
     }
     arrays = {name: pa.repeat(pa.scalar(value, schema.field(name).type), count) for name, value in constant.items()}
     arrays |= {
-        "kernel_type": kernel_type,
-        "in_breakdown": in_breakdown,
+        "kernel_type": pa.array(kernel_type, pa.string()),
+        "in_breakdown": pa.array(in_breakdown, pa.bool_()),
         "dur_ns": end_ns - start_ns,
         "event_seq": np.arange(count, dtype=np.int64),
         "event_date": event_days(start_ns, context.time_absolute, landed.default_event_date),
@@ -350,10 +418,21 @@ def build_columnar_tables(
         ],
         schema=schema,
     )
+    devices = rank_columns.by_device(activities)
     breakdowns = pa.Table.from_pylist(
-        breakdown_rows(landed, context, slim, excluded), schema=_schema_with_date(BREAKDOWNS)
+        device_rows(landed, context, rank_columns.device_figures(activities, devices), excluded),
+        schema=_schema_with_date(BREAKDOWNS),
     )
     note = context.note()
     if note:
         events_table = events_table.replace_schema_metadata({NOTE_METADATA: note.encode()})
-    return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived_tables(landed, context, slim, launches)}
+    derived = identified_tables(
+        landed,
+        context,
+        {
+            IDLE: rank_columns.idle_rows(activities, devices),
+            KERNEL_TYPES: rank_columns.kernel_type_rows(activities, devices),
+            STEP_BUSY: rank_columns.step_rows(activities, devices, annotations),
+        },
+    )
+    return {EVENTS: events_table, BREAKDOWNS: breakdowns, **derived}

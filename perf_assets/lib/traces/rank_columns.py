@@ -1,0 +1,198 @@
+"""rank_tables and trace_tables.mark_activities over columns: one trace's GPU activities as numpy arrays. Pure.
+
+The Kineto fast path hands its events as columns; building a dict per GPU activity for rank_tables cost more
+than the breakdowns themselves. `Activities` holds the columns the breakdowns read, `mark` sets kernel type
+and `in_breakdown` (HTA's last-iteration rule, profiler_steps) the way mark_activities does, and the row
+functions give rank_tables' rows, value for value and in the same order, from the same numpy cores
+(breakdown_of, idle_of, kernel_types_of, step_busy_of). tests/test_kineto_fast.py compares the fast path's
+tables (these functions) with the checked path's (rank_tables, over dicts) on every Kineto sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perf_assets.lib.traces.breakdown import COMMUNICATION, Breakdown, breakdown_of, classify_kernel
+from perf_assets.lib.traces.idle_time import KERNEL_WAIT_THRESHOLD_NS, idle_of
+from perf_assets.lib.traces.kernel_types import kernel_types_of
+from perf_assets.lib.traces.profiler_steps import last_step_start
+from perf_assets.lib.traces.steps import profiler_steps, step_busy_of
+
+
+@dataclass
+class Activities:
+    """GPU activities (kernel, memcpy, memset) of one trace, in event order, as columns."""
+
+    category: list[str]
+    name: list[str | None]
+    device: list[int | None]
+    stream: list[int | None]
+    correlation: list[int | None]
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    kernel_type: np.ndarray | None = None  # str (object array); set by mark
+    in_breakdown: np.ndarray | None = None  # bool; set by mark
+    launched_ns: np.ndarray | None = None  # int64 start of the launching runtime call, 0 when unknown; set by mark
+    launch_known: np.ndarray | None = None  # bool; set by mark
+
+    def __len__(self) -> int:
+        return len(self.category)
+
+
+def mark(activities: Activities, annotations: list[tuple[str | None, int, int]], launches: dict[int, int]) -> int:
+    """Kernel types, launch starts and `in_breakdown` of every activity (mark_activities); returns how many
+    activities are excluded. annotations: the CPU annotations' (name, start_ns, end_ns); launches: correlation id
+    -> start of the runtime call."""
+    activities.kernel_type = np.array(list(map(classify_kernel, activities.name, activities.category)), dtype=object)
+    launched = np.array(list(map(launches.get, activities.correlation)), dtype=object)
+    known = launched != None  # noqa: E711 - elementwise over an object array
+    launched[~known] = 0
+    activities.launched_ns, activities.launch_known = launched.astype(np.int64), known.astype(bool)
+    cutoff = last_step_start((name, start) for name, start, _ in annotations)
+    if cutoff is None:
+        activities.in_breakdown = np.ones(len(activities), dtype=bool)
+    else:
+        activities.in_breakdown = activities.launch_known & (activities.launched_ns < cutoff)
+    return int(len(activities) - activities.in_breakdown.sum())
+
+
+def by_device(activities: Activities) -> list[tuple[int | None, np.ndarray]]:
+    """(device index, positions of its activities in event order), devices in order, None last."""
+    devices = activities.device
+    present = set(devices)
+    if len(present) == 1:
+        return [(devices[0], np.arange(len(devices)))] if devices else []
+    column = np.array(devices, dtype=object)
+    return [
+        (device, np.flatnonzero(column == device) if device is not None else np.flatnonzero(column == None))  # noqa: E711
+        for device in sorted(present, key=lambda device: (device is None, device or 0))
+    ]
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """What trace_tables.breakdown_rows computes per device."""
+
+    device: int | None
+    kernel_count: int
+    kernel_time_ns: int
+    communication_kernel_count: int
+    breakdown: Breakdown | None
+
+
+def device_figures(activities: Activities, devices: list[tuple[int | None, np.ndarray]]) -> list[DeviceFigures]:
+    figures = []
+    is_kernel = np.array([category == "kernel" for category in activities.category], dtype=bool)
+    communication = activities.kernel_type == COMMUNICATION
+    for device, where in devices:
+        kernels = where[is_kernel[where]]
+        counted = where[activities.in_breakdown[where]]
+        figures.append(
+            DeviceFigures(
+                device,
+                len(kernels),
+                int((activities.end_ns[kernels] - activities.start_ns[kernels]).sum()),
+                int(communication[kernels].sum()),
+                breakdown_of(activities.start_ns[counted], activities.end_ns[counted], activities.kernel_type[counted]),
+            )
+        )
+    return figures
+
+
+def _counted(
+    activities: Activities, devices: list[tuple[int | None, np.ndarray]]
+) -> list[tuple[int | None, np.ndarray]]:
+    """rank_tables.by_device(counted_only=True): devices with at least one activity in the breakdown."""
+    counted = [(device, where[activities.in_breakdown[where]]) for device, where in devices]
+    return [(device, where) for device, where in counted if len(where)]
+
+
+def idle_rows(activities: Activities, devices: list[tuple[int | None, np.ndarray]]) -> list[dict]:
+    """rank_tables.idle_rows."""
+    rows = []
+    streams = activities.stream
+    for device, where in _counted(activities, devices):
+        first_start = int(activities.start_ns[where].min())
+        with_stream = [position for position in where.tolist() if streams[position] is not None]
+        at = np.array(with_stream, dtype=np.int64)
+        results = idle_of(
+            np.array([streams[position] for position in with_stream], dtype=np.int64),
+            activities.start_ns[at],
+            activities.end_ns[at],
+            activities.launched_ns[at],
+            activities.launch_known[at],
+        )
+        for result in results:
+            rows.append(
+                {
+                    "device_index": device,
+                    "stream": result.stream,
+                    "activity_count": result.activity_count,
+                    "gap_count": result.gap_count,
+                    "launch_unknown_count": result.launch_unknown_count,
+                    "idle_ns": result.idle_ns,
+                    "host_wait_ns": result.host_wait_ns,
+                    "kernel_wait_ns": result.kernel_wait_ns,
+                    "other_ns": result.other_ns,
+                    "host_wait_share": result.share(result.host_wait_ns),
+                    "kernel_wait_share": result.share(result.kernel_wait_ns),
+                    "other_share": result.share(result.other_ns),
+                    "kernel_wait_threshold_ns": KERNEL_WAIT_THRESHOLD_NS,
+                    "_start_ns": first_start,
+                }
+            )
+    return rows
+
+
+def kernel_type_rows(activities: Activities, devices: list[tuple[int | None, np.ndarray]]) -> list[dict]:
+    """rank_tables.kernel_type_rows."""
+    rows = []
+    for device, where in _counted(activities, devices):
+        types = kernel_types_of(activities.start_ns[where], activities.end_ns[where], activities.kernel_type[where])
+        total = sum(t.time_ns for t in types)
+        first_start = int(activities.start_ns[where].min())
+        for t in types:
+            rows.append(
+                {
+                    "device_index": device,
+                    "kernel_type": t.kernel_type,
+                    "activity_count": t.activity_count,
+                    "time_ns": t.time_ns,
+                    "time_share": t.time_ns / total if total > 0 else None,
+                    "union_ns": t.union_ns,
+                    "exclusive_ns": t.exclusive_ns,
+                    "_start_ns": first_start,
+                }
+            )
+    return rows
+
+
+def step_rows(
+    activities: Activities,
+    devices: list[tuple[int | None, np.ndarray]],
+    annotations: list[tuple[str | None, int, int]],
+) -> list[dict]:
+    """rank_tables.step_rows; annotations: the CPU annotations' (name, start_ns, end_ns)."""
+    steps = profiler_steps(annotations)
+    if not steps:
+        return []
+    last = steps[-1][0]
+    rows = []
+    for device, where in devices:
+        for result in step_busy_of(steps, activities.start_ns[where], activities.end_ns[where]):
+            rows.append(
+                {
+                    "device_index": device,
+                    "step": result.step,
+                    "step_start_ns": result.start_ns,
+                    "step_end_ns": result.end_ns,
+                    "span_ns": result.span_ns,
+                    "busy_ns": result.busy_ns,
+                    "activity_count": result.activity_count,
+                    "last_step": result.step == last,
+                    "_start_ns": result.start_ns,
+                }
+            )
+    return rows
