@@ -449,7 +449,7 @@ def evaluate(
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
         "expected_groups": [
-            group.summary() | {"expected_because": next(_expected(row) for row in group.rows)}
+            group.summary() | {"expected_because": _expected(group.root)}
             for group in expected_groups
         ],
         "overall": {
