@@ -448,10 +448,7 @@ def evaluate(
         "groups": len(groups),
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
-        "expected_groups": [
-            group.summary() | {"expected_because": _expected(group.root)}
-            for group in expected_groups
-        ],
+        "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
         "overall": {
             "precision": overall_precision,
             "recall": overall_recall,
