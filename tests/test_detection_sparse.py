@@ -196,3 +196,16 @@ def test_an_excess_fault_rate_explains_later_availability_dips_of_its_scope():
     )
     groups = group_regressions(rows, TOPOLOGY)["group_id"]
     assert groups[0] == groups[1] and groups[2] != groups[0] and groups[3] != groups[0]
+
+
+def test_excess_fault_rates_on_two_racks_of_one_cluster_are_one_batch():
+    # fleet-1k's h100-east bad batch spans racks r9 and r10: one incident, not a match and a false alarm
+    def rate(entity: str, day: int, grain: str = "rack") -> dict:
+        out = row(entity, grain=grain, day=day, metric="xid_node_faults", shape="rate", top_factor="availability")
+        return out | {"after_end_date": date(2026, 10, 28)}
+
+    rows = frame(rate("a100-r1", 2), rate("a100-r2", 1), rate("h100-r1", 2), rate("h100-n3", 9, grain="node"))
+    groups = group_regressions(rows, TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1]  # two racks of a100
+    assert groups[2] != groups[0]  # another cluster's rack: another batch
+    assert groups[3] == groups[2]  # a node of h100 inside h100's condition

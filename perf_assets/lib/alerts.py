@@ -3,7 +3,8 @@
     open ──deliver──▶ notified ──ack──▶ acknowledged ──resolve──▶ resolved
       │  ╲──────────────ack──────────────▲                           ▲
       ╰──────────────────────resolve (by hand or automatically)──────╯
-    expected (an annotation covers the change): stored and listed with --all, never sent; resolvable.
+    expected (an annotation covers the change, or detection explained it as a knock-on: regressions
+      .expected_because): stored and listed with --all, never sent; resolvable.
       An annotation added after an alert opened turns it expected too (apply_annotations).
     silenced until a date: an overlay on any unresolved status; nothing is sent while it lasts.
 
@@ -304,8 +305,17 @@ def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None)
                 "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
                 "top_cause": cause[0] if cause else None,
             }
+            | _expected_because(headline, records)
         )
     return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
+
+
+def _expected_because(headline: dict, records: list[dict]) -> dict:
+    """``{"expected_because": the headline's reason}`` when a known cause explains every row of the group
+    (regressions column `expected_because`, perf_assets/lib/knock_on.py: a job-peer or down-time knock-on)."""
+    if all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in records):
+        return {"expected_because": headline["expected_because"]}
+    return {}
 
 
 # --------------------------------------------------------------------------- severity
@@ -676,6 +686,9 @@ def upsert_incidents(
             if annotation is not None:
                 status = "expected"
                 alert["expected_by"] = _annotation_fields(annotation)
+            elif incident.get("expected_because"):  # a knock-on that detection explained: stored, never sent
+                status = "expected"
+                alert["expected_by"] = {"id": "knock-on", "note": incident["expected_because"], "source": "detection"}
             alert_id = _alert_id(incident)
             while alert_id in alerts:  # a returning regression on the very same day as an old one
                 alert_id = hashlib.sha256(alert_id.encode()).hexdigest()[:12]
@@ -740,6 +753,8 @@ def reopen_unannotated(
         for alert in alerts.values():
             if alert["status"] != "expected" or matching_annotation(alert, annotations) is not None:
                 continue
+            if (alert.get("expected_by") or {}).get("source") == "detection":
+                continue  # expected by detection (a knock-on), not by an annotation
             withdrawn = (alert.get("expected_by") or {}).get("id")
             events.append(_event("reopened", alert["alert_id"], now, actor, withdrawn_annotation=withdrawn))
             changed.append(alert["alert_id"])

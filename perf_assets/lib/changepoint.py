@@ -192,6 +192,7 @@ __all__ = [
 LOG_RESOLUTION = 1e-9
 STATISTICS = ("student", "welch", "rank", "huber")
 EFFECT_FLOORS = ("estimate", "interval")
+FDR_FAMILIES = ("auto", "flat", "tree")
 #: Huber clipping constant of ``statistic="huber"``: values beyond ``median +- HUBER_K * 1.4826 * MAD`` are clipped.
 HUBER_K = 2.0
 SCALES = ("log", "linear")
@@ -200,6 +201,10 @@ _TIE_RTOL = 1e-9
 # Elements of the (series x permutations x points) block scanned at once (512 KB of float64): small enough to stay
 # in cache; 2 million (16 MB) made a batched call at 999 permutations slower than one call per series.
 _CHUNK_ELEMENTS = 65_536
+# Refinement (step 5) continues for a hypothesis until this many permutations reached its maximum (Besag & Clifford's
+# sequential p-value, 1991: h exceedances give a relative standard error of about 1 / sqrt(h)). With 1 (the first
+# version) a p-value whose exact value is 0.00058 (14 days) stopped at 2 / 1000 four times in ten.
+REFINE_EXCEEDANCES = 10
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,10 @@ class DetectorConfig:
     split_pvalue: float = 0.01  # sub-segment scans (binary segmentation) need p <= min(max_pvalue, split_pvalue)
     effect_floor: str = "estimate"  # the minimum effect judges the "estimate" or the far end of its "interval"
     floor_confidence: float = 0.8  # two-sided level of the Welch interval that effect_floor="interval" uses
+    # BH families when detect() gets `parents`: "flat" (one family), "tree" (hierarchical: a row is tested only
+    # when its parent is discovered, BH within the children of one parent), "auto" (tree when flat BH could not
+    # discover a lone change at all: series x smallest permutation p > max_qvalue; see `tree_needed`)
+    fdr_families: str = "auto"
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -272,6 +281,8 @@ class DetectorConfig:
             raise ValueError(f"effect_floor must be one of {EFFECT_FLOORS}, got {self.effect_floor!r}")
         if not 0.0 < self.floor_confidence < 1.0:
             raise ValueError(f"floor_confidence must be in (0, 1), got {self.floor_confidence}")
+        if self.fdr_families not in FDR_FAMILIES:
+            raise ValueError(f"fdr_families must be one of {FDR_FAMILIES}, got {self.fdr_families!r}")
         if self.confirm_points < 1:
             raise ValueError(f"confirm_points must be >= 1, got {self.confirm_points}")
         if self.n_bootstrap < 1:
@@ -430,6 +441,36 @@ def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     q = np.empty(m)
     q[order] = q_sorted
     return q
+
+
+def benjamini_hochberg_by_family(p_values: Sequence[float] | np.ndarray, families: np.ndarray | None) -> np.ndarray:
+    """:func:`benjamini_hochberg` within each family (rows with equal labels), in input order; one family if None."""
+    p = np.asarray(p_values, dtype=float)
+    if families is None:
+        return benjamini_hochberg(p)
+    q = np.empty(p.size)
+    for family in np.unique(families):
+        members = np.flatnonzero(families == family)
+        q[members] = benjamini_hochberg(p[members])
+    return q
+
+
+def smallest_permutation_pvalue(n: int, min_segment: int = 3) -> float:
+    """The smallest p-value any single-split permutation scan of ``n`` distinct points can have, ``2 / C(n, n // 2)``
+    (the halves perfectly separated at the middle split); the epidemic scan's is larger. No number of
+    permutations goes below it: it is the exact permutation distribution's floor, not Monte Carlo error."""
+    if n < 2 * min_segment:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n, n // 2))
+
+
+def tree_needed(n_series: int, n_points: int, config: DetectorConfig) -> bool:
+    """Whether one BH family over ``n_series`` series of ``n_points`` cannot discover a lone change at all: even at
+    the smallest permutation p-value, ``n_series * p > max_qvalue`` (14 days: ``2 / C(14, 7) = 0.00058``, so more
+    than 86 series). A function of the design (how many series, how long), never of the p-values."""
+    if config.max_qvalue is None:
+        return False
+    return n_series * smallest_permutation_pvalue(n_points, config.min_segment) > config.max_qvalue
 
 
 def _scan_moments(yc: np.ndarray, min_segment: int, pooled: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -622,19 +663,22 @@ def _refine_floor_pvalues(
     eligible: np.ndarray,
     groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     config: DetectorConfig,
+    families: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Adaptive permutation refinement of the p-values at the floor ``1 / (1 + permutations)`` (step 5).
 
     ``p_value`` and ``exceed`` are one BH family (one round); ``groups`` are ``(indices, x, threshold)``
     of its scans per segment length, as :func:`_scan_group` returned them. A hypothesis is refined
-    when no permutation reached its maximum (its p is at the floor), it is ``eligible`` (p <= max_pvalue
-    and a large enough effect), BH rejects it at the current p-values and would accept it were its p at
-    the finest floor ``1 / (1 + max_permutations)``. Each batch runs ``1 + B`` more permutations (B
-    those run so far for it: the floor halves), for those hypotheses only; a hypothesis leaves the
-    refinement as soon as a permutation reaches its maximum (its p is resolved) or BH accepts it, and
+    when fewer than ``REFINE_EXCEEDANCES`` permutations reached its maximum (its p is at or near the floor,
+    resolved too coarsely to decide), it is ``eligible`` (p <= max_pvalue and a large enough effect), BH
+    rejects it at the current p-values and would accept it were its p at the finest floor
+    ``1 / (1 + max_permutations)``. Each batch runs ``1 + B`` more permutations (B those run so far for
+    it: the floor halves), for those hypotheses only; a hypothesis leaves the refinement as soon as
+    ``REFINE_EXCEEDANCES`` permutations reached its maximum (its p is resolved) or BH accepts it, and
     none goes past ``max_permutations``. The batches' permutations are a function of ``(seed, segment
-    length, permutations so far)``, so the result is deterministic; hypotheses not at the floor keep
-    their p-value. Returns ``(p_value, permutations)`` per hypothesis.
+    length, permutations so far)``, so the result is deterministic; the other hypotheses keep their
+    p-value. ``families``: BH within each label (hierarchical families), else one family. Returns
+    ``(p_value, permutations)`` per hypothesis.
     """
     p = p_value.copy()
     exceed = exceed.copy()
@@ -644,12 +688,12 @@ def _refine_floor_pvalues(
     where = {int(i): (j, x, threshold) for indices, x, threshold in groups for j, i in enumerate(indices)}
     finest = 1.0 / (1.0 + config.max_permutations)
     while True:
-        floor = (exceed == 0) & eligible & (n_perm < config.max_permutations)
+        floor = (exceed < REFINE_EXCEEDANCES) & eligible & (n_perm < config.max_permutations)
         if not floor.any():
             break
-        q = benjamini_hochberg(p)
-        best = np.where((exceed == 0) & eligible, finest, p)
-        need = floor & (q > config.max_qvalue) & (benjamini_hochberg(best) <= config.max_qvalue)
+        q = benjamini_hochberg_by_family(p, families)
+        best = np.where((exceed < REFINE_EXCEEDANCES) & eligible, finest, p)
+        need = floor & (q > config.max_qvalue) & (benjamini_hochberg_by_family(best, families) <= config.max_qvalue)
         if not need.any():
             break
         todo = np.flatnonzero(need)
@@ -929,11 +973,44 @@ def detect_change_points(
     return detect(numerators, denominators, config, metrics).changes
 
 
+def _tree_round(
+    p_value: np.ndarray,
+    exceed: np.ndarray,
+    eligible: np.ndarray,
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    config: DetectorConfig,
+    rows: np.ndarray,
+    parent_of: np.ndarray,
+    max_p: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hierarchical BH of the first round (Yekutieli 2008): the root family (rows without a parent) first; then,
+    level by level, the children of every discovered row (p <= max_p, q <= max_qvalue; the minimum effect is a
+    reporting rule, not part of the test), one BH family per parent, each with its own floor refinement. Returns
+    ``(p, q)``; a row whose parent was not discovered is not tested: q is NaN."""
+    p = p_value.copy()
+    q = np.full(p.size, np.nan)
+    reached = parent_of[rows] < 0
+    done = np.zeros(p.size, dtype=bool)
+    while True:
+        level = reached & ~done
+        if not level.any():
+            return p, q
+        # the rows of this level in their parents' families; every other row alone (it takes no part)
+        labels = np.where(level, parent_of[rows], -2 - np.arange(p.size))
+        refined, _ = _refine_floor_pvalues(p, exceed, eligible & level, groups, config, labels)
+        p = np.where(level, refined, p)
+        q = np.where(level, benjamini_hochberg_by_family(p, labels), q)
+        done |= level
+        discovered = rows[level & (p <= max_p) & (q <= config.max_qvalue)]
+        reached |= np.isin(parent_of[rows], discovered)
+
+
 def detect(
     numerators: np.ndarray,
     denominators: np.ndarray,
     config: DetectorConfig = DEFAULT_CONFIG,
     metrics: Sequence[str] | None = None,
+    parents: Sequence[int] | None = None,
 ) -> Detection:
     """Change points and per-series status of every row of ``numerators / denominators`` (n_series x n_points).
 
@@ -944,6 +1021,11 @@ def detect(
     length, so the scan and the permutations stay array operations. The result is a deterministic
     function of the inputs and ``config``; with ``max_qvalue=None`` a row gets the same result
     alone or in a batch (with BH its q-value depends on the batch). See the module docstring.
+
+    ``parents`` (one per row: the row index of its parent series, e.g. a node's cluster series of the same
+    metric, or -1) turns on hierarchical FDR families when ``config.fdr_families`` is ``"tree"``, or ``"auto"``
+    and :func:`tree_needed` (module docstring, step 5): a row is tested only when its parent is discovered, and
+    BH runs within the children of each parent. A row whose parent is too short to test is a root.
     """
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)
@@ -969,6 +1051,20 @@ def detect(
     yc = np.take_along_axis(np.where(valid, y, 0.0), order, axis=1)
     numc = np.take_along_axis(np.where(valid, num, 0.0), order, axis=1)
     denc = np.take_along_axis(np.where(valid, den, 0.0), order, axis=1)
+
+    parent_of = np.full(n_rows, -1, dtype=np.int64)
+    testable = n_valid >= min_length
+    if parents is not None:
+        given = np.asarray(parents, dtype=np.int64)
+        if given.shape != (n_rows,) or ((given < -1) | (given >= n_rows) | (given == np.arange(n_rows))).any():
+            raise ValueError("parents: one row index (or -1) per series, never the row itself")
+        use_tree = config.max_qvalue is not None and (
+            config.fdr_families == "tree"
+            or (config.fdr_families == "auto" and tree_needed(int(testable.sum()), num.shape[1], config))
+        )
+        if use_tree:
+            parent_of = np.where((given >= 0) & testable[np.maximum(given, 0)], given, -1)
+    use_tree = bool((parent_of >= 0).any())
 
     # Phase 1, binary segmentation. Pending segments [start, end) are in compacted coordinates;
     # one round of bisection at a time, all pending segments of one length scanned together, and
@@ -1016,8 +1112,13 @@ def detect(
         with np.errstate(invalid="ignore"):
             big_enough = (np.abs(effect_round) >= min_effect[rows]) | (min_effect[rows] == 0.0)
         max_p = config.max_pvalue if first_round else config.sub_segment_pvalue
-        p_round, _ = _refine_floor_pvalues(p_round, exceed_round, big_enough & (p_round <= max_p), groups, config)
-        q_round = benjamini_hochberg(p_round)
+        eligible = big_enough & (p_round <= max_p)
+        families = parent_of[rows] if use_tree else None  # sub-segments stay in their series' family
+        if first_round and use_tree:
+            p_round, q_round = _tree_round(p_round, exceed_round, eligible, groups, config, rows, parent_of, max_p)
+        else:
+            p_round, _ = _refine_floor_pvalues(p_round, exceed_round, eligible, groups, config, families)
+            q_round = benjamini_hochberg_by_family(p_round, families)
         if not first_scan:
             first_scan = {int(row): (float(p), float(q)) for row, p, q in zip(rows, p_round, q_round)}
         ok = (p_round <= max_p) & big_enough
@@ -1117,7 +1218,8 @@ def detect(
                 status=("changed" if changes else "no_change") if tested else "too_short",
                 min_length=min_length,
                 p_value=first_scan[row][0] if tested else None,
-                q_value=first_scan[row][1] if tested else None,
+                # NaN: its parent was not discovered (hierarchical families), so it was not tested in the tree
+                q_value=first_scan[row][1] if tested and math.isfinite(first_scan[row][1]) else None,
                 n_changes=len(changes),
                 drift=any(cp.shape == "drift" for cp in changes),
             )

@@ -23,6 +23,7 @@ from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
 from perf_assets.lib.fault_rates import excess_rate
+from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
 from perf_assets.lib.mix_rate import mix_rate_split
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
@@ -104,6 +105,8 @@ REGRESSION_SCHEMA = {
     "ramp_end_date": "date",  # first day at the after level when a ramp fits better than a step, else NULL
     # job co-membership (read by grouping.py): appended column
     "job_peer_nodes": "varchar",  # JSON list: other nodes in an allocation with the row's node around the change day
+    # knock-on effects (perf_assets/lib/knock_on.py): appended column
+    "expected_because": "varchar",  # why a known cause explains the change (job peers, down time); NULL: nothing
 }
 # A ramp replaces the step's day by its onset only on very strong evidence: a BIC difference of at least 30 (10
 # is "very strong" for Kass & Raftery 1995, but the BIC assumes independent days, and a node's daily program
@@ -359,6 +362,24 @@ def build_series(
     )
 
 
+def series_parents(batch: SeriesBatch, gpu_nodes: dict[str, str], cluster_nodes: dict[str, list[str]]) -> list[int]:
+    """Per series, the row of its parent in the topology for hierarchical FDR families (changepoint.detect's
+    ``parents``): a node's is its cluster's series of the same metric, a GPU's its node's; -1 (a root) for
+    fleet and cluster series and where the parent has no series of that metric."""
+    node_cluster = {node: cluster for cluster, nodes in cluster_nodes.items() for node in nodes}
+    row_of = {key: row for row, key in enumerate(batch.keys)}
+    parents = []
+    for grain, entity, metric in batch.keys:
+        if grain == "node":
+            parent = ("cluster", node_cluster.get(entity), metric)
+        elif grain == "gpu":
+            parent = ("node", gpu_nodes.get(entity), metric)
+        else:
+            parent = None
+        parents.append(row_of.get(parent, -1) if parent else -1)
+    return parents
+
+
 def _pooled(batch: SeriesBatch, row: int, start: int, stop: int) -> float:
     numerator = np.nansum(batch.numerators[row, start:stop])
     denominator = np.nansum(batch.denominators[row, start:stop])
@@ -518,7 +539,13 @@ def detect_regressions(
     per_series = dataclasses.replace(
         config, min_relative_effects={name: min_effect(*name.split("/")) for name in set(names)}
     )
-    result = detect(batch.numerators, batch.denominators, per_series, metrics=names)
+    result = detect(
+        batch.numerators,
+        batch.denominators,
+        per_series,
+        metrics=names,
+        parents=series_parents(batch, gpu_nodes or {}, cluster_nodes),
+    )
 
     def cluster_of(grain: str, entity: str) -> str | None:
         if grain == "node":
@@ -685,6 +712,12 @@ def detect_regressions(
     ranked = rank_causes(found, dimension_changes(node_software, inventory), topology, metric_tree)
     for column in ranked.columns:
         found[column] = ranked[column]
+    expected = job_peer_knock_ons(found, allocations, min_effect("node", "program_goodput"))
+    expected |= pace_companions(found, expected, gpu_nodes)
+    expected |= down_time_knock_ons(found, metric_tree)
+    found["expected_because"] = pd.Series(
+        [expected.get(index) for index in found.index], index=found.index, dtype=object
+    )
     found.attrs["days"] = len(batch.dates)
     found.attrs["series_days"] = found.attrs["series"]["tested"] * len(batch.dates)
     return found

@@ -167,6 +167,12 @@ class Group:
         }
 
 
+def _expected(row: dict) -> str | None:
+    """The row's `expected_because` (a known cause explains the change), None when there is none."""
+    reason = row.get("expected_because")
+    return reason if isinstance(reason, str) and reason else None
+
+
 def detected_groups(regressions: pd.DataFrame, topology: Topology) -> list[Group]:
     if regressions.empty:
         return []
@@ -234,6 +240,10 @@ def evaluate(
     """The evaluation report (docs/evaluation.md, "Output")."""
     topology = topology or Topology()
     groups = detected_groups(regressions, topology)
+    # expected groups: every row explained by a known cause (regressions.expected_because, knock_on.py): not paged,
+    # neither a detection nor a false alarm; they leave the precision's denominator, as recoveries do
+    expected_groups = [group for group in groups if all(_expected(row) for row in group.rows)]
+    groups = [group for group in groups if not all(_expected(row) for row in group.rows)]
     real = [label for label in labels if not label.get("decoy")]
     decoys = [label for label in labels if label.get("decoy")]
 
@@ -438,6 +448,7 @@ def evaluate(
         "groups": len(groups),
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
+        "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
         "overall": {
             "precision": overall_precision,
             "recall": overall_recall,
@@ -527,6 +538,8 @@ def table_markdown(report: dict) -> str:
             ", ".join(f"{g['root']} {g['change_date']} ({g['recovery_of']})" for g in report.get("recovery_groups", []))
             or "none"
         ),
+        "- expected (every change explained by a known cause, regressions.expected_because; not scored): "
+        + (", ".join(f"{g['root']} {g['change_date']}" for g in report.get("expected_groups", [])) or "none"),
         f"- factor accuracy: {_fmt(report['factor_accuracy'])}",
         f"- cause accuracy (top candidate): {_fmt(report['cause_accuracy'])}, ties at the top {report['cause_accuracy']['ties_at_top']}, "
         f"not assessed {len(report['cause_accuracy']['not_assessed'])}",

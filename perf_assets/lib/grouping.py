@@ -10,7 +10,8 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   changes between them; the splits of one incident's rows coincide, and
 
   (an excess fault rate, `shape` 'rate', is a condition from its onset to the window's end: a row within
-  that span, or up to 2 days before it, is near it), and
+  that span, or up to 2 days before it, is near it; two excess fault rates of one metric on racks or nodes of
+  the same cluster are nested: one batch of hardware spans racks), and
 * the same spine factor (``factor_of``): a spine factor row is its own factor, a goodput row that of its
   `top_factor`, a companion (SM clock, power, thermal, probes: how fast the GPUs compute) program goodput,
   a leaf share the factor it belongs to (idle shares allocation, fault counts availability); a row whose
@@ -152,6 +153,14 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         end_day = _day(end) if end is not None and not pd.isna(end) else condition["_day"]
         return (condition["_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
 
+    def sibling_rate_conditions(a: dict, b: dict) -> bool:
+        """Two excess fault rates (shape 'rate') of one metric on racks or nodes of the same cluster: one batch of
+        hardware delivered to a cluster spans racks (fleet-1k's h100-east bad batch: racks r9 and r10)."""
+        if a.get("shape") != "rate" or b.get("shape") != "rate" or a["metric"] != b["metric"]:
+            return False
+        cluster = topology.cluster_of(str(a["grain"]), str(a["entity_id"]))
+        return cluster is not None and cluster == topology.cluster_of(str(b["grain"]), str(b["entity_id"]))
+
     def near(a: dict, b: dict) -> bool:
         return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
 
@@ -163,6 +172,8 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
         if topology.contains(sa, sb) or topology.contains(sb, sa):
+            return True
+        if sibling_rate_conditions(a, b):
             return True
         return (
             a["_node"] is not None

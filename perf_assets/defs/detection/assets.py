@@ -36,6 +36,9 @@ class DetectionConfig(dg.Config):
     confirm_points: int = 7  # days after a change for the verdict "confirmed" (else provisional)
     # minimum |relative effect| per grain (min_relative_effects entries "grain/metric" or "metric" win)
     grain_min_relative_effects: dict[str, float] = dict(GRAIN_MIN_EFFECTS)
+    # BH families: "auto" (hierarchical, fleet and clusters -> nodes -> GPUs, when one family could not discover a
+    # lone change: many series, few days), "flat" (one family), "tree" (always hierarchical)
+    fdr_families: str = "auto"
 
 
 @dg.asset(
@@ -71,6 +74,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         max_qvalue=config.max_qvalue,
         min_relative_effects=dict(config.min_relative_effects),
         confirm_points=config.confirm_points,
+        fdr_families=config.fdr_families,
     )
     with warehouse_write_lock(home):
         connection = connect(home.warehouse_db, read_only=False)

@@ -1,0 +1,220 @@
+"""Changes that something already known explains: knock-on effects, marked so that they are not paged as incidents.
+
+Two kinds, each a plain function over the rows of `regressions` (detection.py writes the reason in the column
+`expected_because`; grouping, alerts and the evaluation read it):
+
+* **Job peers.** A synchronous job runs at its slowest node's pace. A node that starts sharing allocations with a
+  node whose ``program_goodput`` has been lower for days (an earlier incident, more than ``GROUP_WINDOW_DAYS``
+  before, so not the same incident's first days) slows down with it, and speeds up again when it stops sharing
+  them; neither is a new incident (nor is the node's and its GPUs' power draw moving with that pace:
+  ``pace_companions``). A node-grain ``program_goodput`` row is expected when the share of its time in
+  allocations with such slowed peers rises (a regression) or falls (an improvement) across its day. "Slowed": the product of
+  ``1 + relative_effect`` of the peer's own rows of that metric that split before the window is at most
+  ``1 - min_effect`` (the grain's minimum effect). The change must be mostly that: the change of the share of
+  its job time (hours in any allocation) the node spent in allocations with slowed peers (over the change's own before and after windows, at most
+  ``JOB_WINDOW`` each), times the mildest of their slowdowns, predicts at
+  least ``MIN_EXPLAINED_SHARE`` of the node's own change (a framework upgrade that speeds up a node's new jobs
+  while it happens to share a little less with slowed peers is not explained away).
+* **Down time.** When a node goes down (a fault, a maintenance), the jobs on it are requeued and a job waiting
+  for its node count keeps other nodes idle while eligible work pends: the scheduler's idle-fragmented share
+  rises for a day or two. A cluster ``idle_fragmented_share`` burst is expected when the cluster lost capacity
+  to down time on the day before the burst or during it, and the burst's idle-fragmented capacity is at most
+  ``DOWN_TIME_FACTOR`` times that down capacity (the demo: 1.3 times after beta-n03's fault and maintenance;
+  an injected fragmentation strands whole nodes for days, 10 times or more its cluster's down time, or with
+  no down time at all).
+
+Nothing is dropped: an expected row stays in `regressions` with its evidence and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, timedelta, timezone
+
+import pandas as pd
+
+GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS: a peer's change nearer than this is the same incident
+JOB_WINDOW = timedelta(days=3)  # exposure compared over the change's own windows, at most this long each side
+MIN_EXPLAINED_SHARE = 0.5  # the exposure change must predict at least half of the node's change
+KNOCK_ON_METRICS = ("program_goodput",)  # the pace of a synchronous job: what its nodes share
+PACE_COMPANIONS = ("power_ratio",)  # follow the pace of the job: a GPU waiting for a slower peer draws less power
+BURST_METRICS = ("idle_fragmented_share",)
+DOWN_TIME_FACTOR = 2.0
+
+
+def _day(value: object) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+def _split_day(row: dict) -> date:
+    split = row.get("split_date")
+    return _day(split) if split is not None and not pd.isna(split) else _day(row["change_date"])
+
+
+def _midnight(day: date) -> pd.Timestamp:
+    return pd.Timestamp(datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc))
+
+
+def _exposed_hours(allocations: pd.DataFrame, node: str, peers: set[str], lo: pd.Timestamp, hi: pd.Timestamp) -> float:
+    """Hours within [lo, hi) that ``node`` ran in one allocation with at least one of ``peers`` (a union of
+    intervals: two slowed peers in one job count once)."""
+    window = allocations[(allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
+    mine = window[window["node"] == node]
+    theirs = window[window["node"].isin(peers)]
+    if mine.empty or theirs.empty:
+        return 0.0
+    pairs = mine.merge(theirs, on="slurm_job_id", suffixes=("", "_peer"))
+    starts = pairs[["start_at", "start_at_peer"]].max(axis=1).clip(lower=lo)
+    ends = pairs[["end_at", "end_at_peer"]].min(axis=1).clip(upper=hi)
+    return _union_hours(starts, ends)
+
+
+def _busy_hours(allocations: pd.DataFrame, node: str, lo: pd.Timestamp, hi: pd.Timestamp) -> float:
+    """Hours within [lo, hi) that ``node`` ran in any allocation (a union of intervals)."""
+    mine = allocations[(allocations["node"] == node) & (allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
+    return _union_hours(mine["start_at"].clip(lower=lo), mine["end_at"].clip(upper=hi))
+
+
+def _union_hours(starts: pd.Series, ends: pd.Series) -> float:
+    total, reach = 0.0, None
+    for start, end in sorted(zip(starts, ends)):
+        if end <= start:
+            continue
+        if reach is None or start > reach:
+            total += (end - start).total_seconds()
+            reach = end
+        elif end > reach:
+            total += (end - reach).total_seconds()
+            reach = end
+    return total / 3600.0
+
+
+def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | None, min_effect: float) -> dict:
+    """``{index: reason}`` for the node rows of ``regressions`` that joining (or leaving) jobs with nodes slowed
+    days earlier explains (module docstring). ``allocations``: slurm_job_id, node, start_at, end_at."""
+    if allocations is None or allocations.empty or regressions.empty:
+        return {}
+    allocations = allocations.assign(
+        node=allocations["node"].astype(str),
+        start_at=pd.to_datetime(allocations["start_at"], utc=True),
+        end_at=pd.to_datetime(allocations["end_at"], utc=True),
+    )
+    nodes = regressions[(regressions["grain"] == "node") & regressions["metric"].isin(KNOCK_ON_METRICS)]
+    history: dict[tuple[str, str], list[tuple[date, float]]] = {}
+    for row in nodes.to_dict("records"):
+        effect = row.get("relative_effect")
+        if effect is not None and math.isfinite(effect):
+            history.setdefault((str(row["metric"]), str(row["entity_id"])), []).append((_split_day(row), effect))
+    out = {}
+    for index, row in nodes.iterrows():
+        row = row.to_dict()
+        metric, node, day = str(row["metric"]), str(row["entity_id"]), _split_day(row)
+        slowed = {}
+        for (other_metric, peer), changes in history.items():
+            if other_metric != metric or peer == node:
+                continue
+            earlier = [(when, effect) for when, effect in changes if (day - when).days > GROUP_WINDOW_DAYS]
+            level = math.prod(1.0 + effect for _, effect in earlier)
+            if earlier and level <= 1.0 - min_effect:
+                slowed[peer] = (min(when for when, _ in earlier), level - 1.0)
+        if not slowed:
+            continue
+        # the change's own windows (its before and after segments, as its effect was measured), at most JOB_WINDOW
+        at = _midnight(day)
+        lo = max(_midnight(_day(row["before_start_date"])), at - JOB_WINDOW)
+        hi = min(_midnight(_day(row["after_end_date"]) + timedelta(days=1)), at + JOB_WINDOW)
+        if not lo < at < hi:
+            continue
+        shared = {peer for peer in slowed if _exposed_hours(allocations, node, {peer}, lo, hi) > 0.0}
+        if not shared:
+            continue
+        busy_before, busy_after = _busy_hours(allocations, node, lo, at), _busy_hours(allocations, node, at, hi)
+        if not (busy_before > 0 and busy_after > 0):
+            continue  # no job on one side: its pace there is unknown
+        before = _exposed_hours(allocations, node, shared, lo, at) / busy_before
+        after = _exposed_hours(allocations, node, shared, at, hi) / busy_after
+        slowdown = min(-slowed[peer][1] for peer in shared)  # the mildest: never more than the data say
+        explained = abs(after - before) * slowdown  # the pace change that the change of exposure predicts
+        effect = abs(float(row["relative_effect"])) if row["relative_effect"] is not None else math.nan
+        joined = row["change_kind"] == "regression" and after > before
+        left = row["change_kind"] == "improvement" and before > after
+        if (joined or left) and explained >= MIN_EXPLAINED_SHARE * effect:
+            peers = ", ".join(f"{peer} ({slowed[peer][1]:+.1%} since {slowed[peer][0]})" for peer in sorted(shared))
+            out[index] = (
+                f"job peers: {'joined' if joined else 'left'} allocations with nodes whose {metric} was already lower "
+                f"({peers}): {before:.0%} of its job time before {day} in their allocations, {after:.0%} after, which "
+                f"predicts {explained:.1%} of the {effect:.1%} change"
+            )
+    return out
+
+
+def pace_companions(regressions: pd.DataFrame, expected: dict, gpu_nodes: dict[str, str]) -> dict:
+    """``{index: reason}`` for the ``PACE_COMPANIONS`` rows (node or GPU grain) that an expected job-peer change of
+    their node explains: the same direction within ``GROUP_WINDOW_DAYS`` and an effect no larger than the pace's
+    (a GPU that waits for a slower peer draws less power; a power cap lowers power more than it lowers the pace)."""
+    paces: dict[str, list[tuple[date, str, float, object]]] = {}
+    for index, reason in expected.items():
+        row = regressions.loc[index]
+        if row["grain"] == "node" and row["metric"] in KNOCK_ON_METRICS and str(reason).startswith("job peers"):
+            paces.setdefault(str(row["entity_id"]), []).append(
+                (_split_day(row.to_dict()), str(row["change_kind"]), abs(float(row["relative_effect"])), index)
+            )
+    if not paces:
+        return {}
+    out = {}
+    rows = regressions[regressions["grain"].isin(("node", "gpu")) & regressions["metric"].isin(PACE_COMPANIONS)]
+    for index, row in rows.iterrows():
+        entity = str(row["entity_id"])
+        node = entity if row["grain"] == "node" else gpu_nodes.get(entity)
+        effect = abs(float(row["relative_effect"])) if row["relative_effect"] is not None else math.nan
+        day = _split_day(row.to_dict())
+        for pace_day, kind, pace_effect, source in paces.get(node, []):
+            if kind == row["change_kind"] and abs((day - pace_day).days) <= GROUP_WINDOW_DAYS and effect <= pace_effect:
+                out[index] = (
+                    f"pace: {row['metric']} {float(row['relative_effect']):+.1%} follows node {node}'s program_goodput "
+                    f"({pace_effect:.1%}, {kind}) on {pace_day}, a job-peer knock-on"
+                )
+                break
+    return out
+
+
+def down_time_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) -> dict:
+    """``{index: reason}`` for the cluster bursts of ``BURST_METRICS`` that down time on the day before or during
+    them explains (idle-fragmented capacity at most ``DOWN_TIME_FACTOR`` times the capacity lost to down time)."""
+    bursts = regressions[
+        (regressions["grain"] == "cluster")
+        & regressions["metric"].isin(BURST_METRICS)
+        & (regressions["shape"] == "burst")
+        & (regressions["change_kind"] == "regression")
+    ]
+    if bursts.empty or metric_tree.empty:
+        return {}
+    availability = metric_tree[(metric_tree["grain"] == "cluster") & (metric_tree["node_id"] == "availability")]
+    availability = availability.assign(
+        day=pd.to_datetime(availability["metric_date"]).dt.date,
+        down=availability["denominator"] - availability["numerator"],  # installed less available capacity
+    )
+    out = {}
+    for index, row in bursts.iterrows():
+        first, last = _day(row["change_date"]), _day(row["after_end_date"])
+        days = availability[
+            (availability["entity_id"] == row["entity_id"])
+            & (availability["day"] >= first - timedelta(days=1))
+            & (availability["day"] <= last)
+        ]
+        down = float(days["down"].sum(min_count=1)) if not days.empty else math.nan
+        stranded = float(row["after_numerator"]) if row["after_numerator"] is not None else math.nan
+        if not (down > 0 and math.isfinite(stranded)):
+            continue  # no down time known around the burst: nothing explains it
+        ratio = stranded / down
+        if ratio <= DOWN_TIME_FACTOR:
+            out[index] = (
+                f"down time: cluster {row['entity_id']} lost capacity to down time from {first - timedelta(days=1)} "
+                f"to {last}; the burst's idle-fragmented capacity is {ratio:.2f} times that "
+                f"(at most {DOWN_TIME_FACTOR:g}: requeued jobs waiting for their node count)"
+            )
+    return out

@@ -1,0 +1,240 @@
+"""Knock-on changes (perf_assets/lib/knock_on.py): job peers, the power that follows their pace, down time.
+
+Literal rows in the shape of `regressions`, with the figures of `incidents` seed 1 (h100-n05 joining and leaving the
+jobs of the NCCL rollout's nodes) and of the demo (beta's fragmentation burst after beta-n03's fault).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+
+import pandas as pd
+
+from perf_assets.lib.alerts import build_incidents, upsert_incidents
+from perf_assets.lib.detection import REGRESSION_COLUMNS
+from perf_assets.lib.evaluation import evaluate
+from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
+from perf_assets.lib.topology import Topology
+
+
+def row(entity: str, metric: str, day: int, effect: float, *, grain: str = "node", **fields) -> dict:
+    out = {column: None for column in REGRESSION_COLUMNS}
+    change = date(2026, 10, day)
+    out |= {
+        "regression_id": f"{entity}-{metric}-{day}",
+        "grain": grain,
+        "entity_id": entity,
+        "metric": metric,
+        "change_date": change,
+        "split_date": change,
+        "change_kind": "regression" if effect < 0 else "improvement",
+        "relative_effect": effect,
+        "p_value": 0.001,
+        "before_start_date": date(2026, 10, 1),
+        "after_end_date": date(2026, 10, 28),
+        "shape": "step",
+        "before_level": 1.0,
+        "after_level": 1.0 + effect,
+        "ci_low": effect - 0.01,
+        "ci_high": effect + 0.01,
+        "q_value": 0.01,
+        "n_before": 10,
+        "n_after": 5,
+        "coinciding_changes": "[]",
+    }
+    return out | fields
+
+
+def at(day: int, hour: int = 0) -> datetime:
+    return datetime(2026, 10, day, hour, tzinfo=timezone.utc)
+
+
+def allocations(*jobs: tuple[str, list[str], datetime, datetime]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(job, node, start, end) for job, nodes, start, end in jobs for node in nodes],
+        columns=["slurm_job_id", "node", "start_at", "end_at"],
+    )
+
+
+# n02 slowed from 10-06 (an NCCL rollout); n05 runs alone until 10-22, then in n02's job until 10-26, then alone
+ALLOCATIONS = allocations(
+    ("j1", ["n02"], at(6), at(28)),
+    ("j2", ["n05"], at(12), at(22)),
+    ("j3", ["n05", "n02"], at(22), at(26)),
+    ("j4", ["n05"], at(26), at(28)),
+)
+
+
+def test_joining_and_leaving_a_slowed_peer_is_expected():
+    found = pd.DataFrame(
+        [
+            row("n02", "program_goodput", 6, -0.127, before_start_date=date(2026, 10, 1)),
+            row(
+                "n05",
+                "program_goodput",
+                22,
+                -0.117,
+                before_start_date=date(2026, 10, 12),
+                after_end_date=date(2026, 10, 25),
+            ),
+            row(
+                "n05",
+                "program_goodput",
+                26,
+                0.129,
+                before_start_date=date(2026, 10, 22),
+                after_end_date=date(2026, 10, 28),
+            ),
+        ]
+    )
+    expected = job_peer_knock_ons(found, ALLOCATIONS, min_effect=0.03)
+    assert set(expected) == {1, 2}  # not n02's own change: it has no slowed peer before it
+    assert expected[1].startswith("job peers: joined allocations with nodes whose program_goodput was already lower")
+    assert "n02 (-12.7% since 2026-10-06)" in expected[1] and "0% of its job time before" in expected[1]
+    assert expected[2].startswith("job peers: left")
+    # a peer whose change is within the grouping window is the same incident, not an earlier one
+    same_days = found.assign(change_date=date(2026, 10, 21), split_date=date(2026, 10, 21)).iloc[[0, 1]]
+    assert job_peer_knock_ons(same_days.reset_index(drop=True), ALLOCATIONS, 0.03) == {}
+    assert job_peer_knock_ons(found, None, 0.03) == {}  # allocations unknown: nothing is explained
+
+
+def test_a_change_the_exposure_does_not_mostly_predict_stays_an_incident():
+    # n05 shares n02's job a quarter of its time before 10-22 and half after: the exposure predicts
+    # 0.25 x 12.7 % = 3.2 % of a 11.7 % drop, less than half of it (a framework upgrade, a fault: its own change)
+    partly = allocations(
+        ("j1", ["n02"], at(6), at(28)),
+        ("j2", ["n05"], at(19), at(21, 6)),
+        ("j3", ["n05", "n02"], at(21, 6), at(22)),
+        ("j4", ["n05", "n02"], at(22), at(23, 12)),
+        ("j5", ["n05"], at(23, 12), at(25)),
+    )
+    found = pd.DataFrame(
+        [
+            row("n02", "program_goodput", 6, -0.127),
+            row(
+                "n05",
+                "program_goodput",
+                22,
+                -0.117,
+                before_start_date=date(2026, 10, 19),
+                after_end_date=date(2026, 10, 24),
+            ),
+        ]
+    )
+    assert job_peer_knock_ons(found, partly, 0.03) == {}
+
+
+def test_power_that_follows_the_pace_is_expected_and_a_power_cap_is_not():
+    found = pd.DataFrame(
+        [
+            row("n02", "program_goodput", 6, -0.127),
+            row(
+                "n05",
+                "program_goodput",
+                22,
+                -0.117,
+                before_start_date=date(2026, 10, 12),
+                after_end_date=date(2026, 10, 25),
+            ),
+            row("n05", "power_ratio", 22, -0.034),
+            row("GPU-5", "power_ratio", 23, -0.035, grain="gpu"),
+            row("GPU-6", "power_ratio", 22, -0.23, grain="gpu"),  # a 550 W cap: more than the pace's 11.7 %
+            row("GPU-7", "clock_ratio", 22, -0.05, grain="gpu"),  # the clock is the GPU's own, not the pace
+        ]
+    )
+    expected = job_peer_knock_ons(found, ALLOCATIONS, 0.03)
+    pace = pace_companions(found, expected, {"GPU-5": "n05", "GPU-6": "n05", "GPU-7": "n05"})
+    assert set(pace) == {2, 3}
+    assert pace[3].startswith("pace: power_ratio -3.5% follows node n05's program_goodput (11.7%, regression)")
+
+
+def tree(cluster: str, days: dict[int, tuple[float, float]]) -> pd.DataFrame:
+    """Cluster availability rows: day -> (available, installed) capacity."""
+    return pd.DataFrame(
+        [
+            {
+                "grain": "cluster",
+                "entity_id": cluster,
+                "node_id": "availability",
+                "metric_date": date(2026, 11, day),
+                "numerator": available,
+                "denominator": installed,
+            }
+            for day, (available, installed) in days.items()
+        ]
+    )
+
+
+def burst(cluster: str, first: int, last: int, stranded: float) -> dict:
+    return row(
+        cluster,
+        "idle_fragmented_share",
+        1,
+        0.1,
+        grain="cluster",
+        change_kind="regression",
+        change_date=date(2026, 11, first),
+        after_end_date=date(2026, 11, last),
+        after_numerator=stranded,
+        shape="burst",
+    )
+
+
+def test_a_fragmentation_burst_after_down_time_is_expected():
+    # the demo: beta lost 1.32e20 of its 8.63e20 on 11-05; 1.69e20 idle-fragmented over 11-05 and 11-06 (1.28 x)
+    availability = tree("beta", {4: (8.63e20, 8.63e20), 5: (7.31e20, 8.63e20), 6: (8.63e20, 8.63e20)})
+    found = pd.DataFrame([burst("beta", 5, 6, 1.69e20)])
+    reason = down_time_knock_ons(found, availability)[0]
+    assert reason.startswith("down time: cluster beta lost capacity to down time from 2026-11-04 to 2026-11-06")
+    assert "1.28 times that" in reason
+    # an injected fragmentation strands whole nodes: 12 x the down time of the day before (incidents seed 1)
+    assert down_time_knock_ons(pd.DataFrame([burst("beta", 5, 6, 1.6e21)]), availability) == {}
+    # no down time around the burst: nothing explains it
+    quiet = tree("beta", {4: (8.63e20, 8.63e20), 5: (8.63e20, 8.63e20), 6: (8.63e20, 8.63e20)})
+    assert down_time_knock_ons(found, quiet) == {}
+
+
+def test_evaluation_and_alerts_set_an_all_expected_group_aside():
+    reason = "job peers: joined allocations with nodes whose program_goodput was already lower (n02)"
+    found = pd.DataFrame(
+        [
+            row("n01", "program_goodput", 6, -0.13),  # the labelled incident
+            row("n05", "program_goodput", 22, -0.117, expected_because=reason),
+            row("n05", "power_ratio", 22, -0.034, expected_because="pace: power_ratio follows"),
+        ]
+    )
+    topology = Topology.from_cluster_nodes({"c": ["n01", "n02", "n05"]})
+    label = {
+        "incident_id": "inc-1",
+        "kind": "node_rollout_slowdown",
+        "start": "2026-10-06T00:00:00Z",
+        "end": None,
+        "grain": "node",
+        "direction": "regression",
+        "scope": {"clusters": ["c"], "nodes": ["n01"], "gpus": []},
+    }
+    report = evaluate(found, [label], topology, series_days=100)
+    assert report["overall"]["precision"]["successes"] == 1 and report["overall"]["precision"]["n"] == 1
+    assert report["false_alarm_groups"] == []
+    assert [(g["root"], g["rows"], g["expected_because"]) for g in report["expected_groups"]] == [
+        ("node/n05/program_goodput", 2, reason)
+    ]
+    # one group with a row that nothing explains is an incident as before
+    mixed = found.assign(expected_because=[None, reason, None])
+    assert len(evaluate(mixed, [label], topology)["false_alarm_groups"]) == 1
+
+    incidents = build_incidents(found, topology)
+    assert [incident.get("expected_because") for incident in incidents] == [None, reason]
+
+
+def test_an_expected_incident_is_stored_as_expected_and_not_reopened(tmp_path):
+    from perf_assets.lib.alerts import fold, read_events, reopen_unannotated
+
+    found = pd.DataFrame([row("n05", "program_goodput", 22, -0.117, expected_because="job peers: joined")])
+    result = upsert_incidents(tmp_path, build_incidents(found), now=at(28))
+    assert result.opened == [] and [alert["status"] for alert in result.expected] == ["expected"]
+    assert result.expected[0]["expected_by"] == {"id": "knock-on", "note": "job peers: joined", "source": "detection"}
+    assert reopen_unannotated(tmp_path, []) == []  # no annotation made it expected: none withdrawn
+    assert [alert["status"] for alert in fold(read_events(tmp_path)).values()] == ["expected"]
+    json.dumps(result.expected[0], default=str)  # stored as JSON
