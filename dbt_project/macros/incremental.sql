@@ -43,8 +43,11 @@
 
 {#- A series' samples inside the day batch (in_batch true) plus each series' last sample before it (in_batch false),
     so a lag() over the union reaches back across midnight and a day built alone equals a full build. `relation` (a
-    CTE) must have exactly the columns series_columns, time_column, value_columns, in that order. -#}
-{% macro batch_with_last_before(relation, series_columns, time_column, value_columns) -%}
+    CTE) must have exactly the columns series_columns, time_column, value_columns, in that order. The last sample
+    before the batch is looked up in `before_relation` when given (a CTE with the same columns holding at least each
+    series' last sample of every day, e.g. over int_dcgm_series_day_last), else in `relation` itself, which scans
+    every earlier sample on each day batch. -#}
+{% macro batch_with_last_before(relation, series_columns, time_column, value_columns, before_relation=none) -%}
     select *, true as in_batch from {{ relation }}
     where {{ in_batch(time_column) }}
     union all
@@ -55,7 +58,7 @@
         max_by({{ column }}, {{ time_column }}) as {{ column }},
         {%- endfor %}
         false as in_batch
-    from {{ relation }}
+    from {{ before_relation or relation }}
     where {{ before_batch(time_column) }}
     group by {{ series_columns | join(', ') }}
 {%- endmacro %}

@@ -79,16 +79,23 @@ samples as (
 ),
 
 power_samples as (
-    -- every known POWER_USAGE sample, read without the day batch's filter so a day's first interval can reach back
+    -- every known POWER_USAGE sample (the macro below keeps the batch's; the look-back reads power_day_last)
     select gpu_uuid, sampled_at, value as power_w
     from {{ ref('int_dcgm_samples').render() }}
     where field = 'DCGM_FI_DEV_POWER_USAGE' and value is not null and gpu_instance is null
 ),
 
+power_day_last as (
+    -- each GPU's last known POWER_USAGE sample of every day (per node and index; the look-back takes the latest)
+    select gpu_uuid, sampled_at, value as power_w
+    from {{ ref('int_dcgm_series_day_last').render() }}
+    where field = 'DCGM_FI_DEV_POWER_USAGE' and gpu_instance is null
+),
+
 power_series as (
     -- the batch's samples, plus each GPU's last sample before the batch (built by day: the interval that
     -- crosses midnight belongs to the day of its end, exactly as in a build of all days at once)
-    {{ batch_with_last_before('power_samples', ['gpu_uuid'], 'sampled_at', ['power_w']) }}
+    {{ batch_with_last_before('power_samples', ['gpu_uuid'], 'sampled_at', ['power_w'], 'power_day_last') }}
 ),
 
 power_intervals as (

@@ -5,7 +5,8 @@
 -- unknown and skipped, so a delta spans the gap back to the previous known sample
 -- (previous_sampled_at); the first known sample of a series has no delta (NULL, not 0).
 -- Built by day (docs/incremental.md): a day's first sample of a series takes its previous known sample from the
--- samples of earlier days (however old), so a day built alone equals a full build's.
+-- earlier days (however old; their last samples in int_dcgm_series_day_last), so a day built alone equals a full
+-- build's.
 {{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
@@ -30,9 +31,25 @@ counter_samples as (
     where samples.value is not null
 ),
 
+counter_day_last as (
+    -- each series' last known sample of every day (the look-back of a day batch reads these, not every sample)
+    select
+        day_last.cluster,
+        day_last.node,
+        day_last.gpu_uuid,
+        day_last.gpu_index,
+        day_last.gpu_instance,
+        day_last.field,
+        counter_fields.unit,
+        day_last.sampled_at,
+        day_last.value
+    from {{ ref('int_dcgm_series_day_last').render() }} as day_last
+    inner join counter_fields on day_last.field = counter_fields.field
+),
+
 series_samples as (
     -- the day's samples and the last known sample of each series before this day
-    {{ batch_with_last_before('counter_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance', 'field', 'unit'], 'sampled_at', ['value']) }}
+    {{ batch_with_last_before('counter_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance', 'field', 'unit'], 'sampled_at', ['value'], 'counter_day_last') }}
 ),
 
 ordered as (

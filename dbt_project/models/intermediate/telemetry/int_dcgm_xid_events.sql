@@ -5,7 +5,8 @@
 -- observation began (or before a gap), so its time is unknown; count events with `not
 -- is_first_observation`. The same code raised twice in a row cannot be seen (the gauge does not change).
 -- Built by day (docs/incremental.md): a day's first sample of a series takes its previous known code from the
--- samples of earlier days (however old), so a day built alone equals a full build's.
+-- earlier days (however old; their last codes in int_dcgm_series_day_last), so a day built alone equals a full
+-- build's.
 {{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
@@ -15,9 +16,16 @@ xid_samples as (
     where field = 'DCGM_FI_DEV_XID_ERRORS' and value is not null
 ),
 
+xid_day_last as (
+    -- each series' last known code of every day (the look-back of a day batch reads these, not every sample)
+    select cluster, node, gpu_uuid, gpu_index, gpu_instance, sampled_at, value
+    from {{ ref('int_dcgm_series_day_last').render() }}
+    where field = 'DCGM_FI_DEV_XID_ERRORS'
+),
+
 series_samples as (
     -- the day's samples and the last known code of each series before this day
-    {{ batch_with_last_before('xid_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance'], 'sampled_at', ['value']) }}
+    {{ batch_with_last_before('xid_samples', ['cluster', 'node', 'gpu_uuid', 'gpu_index', 'gpu_instance'], 'sampled_at', ['value'], 'xid_day_last') }}
 ),
 
 ordered as (
