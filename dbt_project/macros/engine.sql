@@ -148,3 +148,10 @@
         else {{ strip.replace('{}', "format_string(concat('%.', cast(" ~ (digits - 1) ~ " - " ~ exponent ~ " as string), 'f'), " ~ number ~ ")") }}
     end)
 {%- endmacro %}
+
+{#- How a staging model that perf_assets' Python reads (detection: node software, inventory) is materialized: a view
+    on DuckDB (it reads the lake), a table on Spark, where a view has no files for the DuckDB serving warehouse to
+    read (perf_assets/lib/spark_marts.py, docs/spark.md). -#}
+{% macro read_by_python_materialization() -%}{{ return(adapter.dispatch('read_by_python_materialization')()) }}{%- endmacro %}
+{% macro default__read_by_python_materialization() -%}{{ return('view') }}{%- endmacro %}
+{% macro spark__read_by_python_materialization() -%}{{ return('table') }}{%- endmacro %}

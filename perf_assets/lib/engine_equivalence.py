@@ -110,10 +110,13 @@ def mart_models(manifest_path: Path) -> list[tuple[str, str]]:
 
 def spark_table_frame(spark_dir: Path, schema: str, name: str) -> pd.DataFrame:
     """A table Spark built, read from its Parquet files (an incremental model's under its partition folders, e.g.
-    metric_date=2026-11-01/, with the partition column read back from the folder names)."""
+    metric_date=2026-11-01/, with the partition column read back from the folder names; a partitioned table without
+    rows from its `_schema/` file, see dbt_project/macros/table_schema_files.sql)."""
     folder = spark_dir / "warehouse" / f"{schema}.db" / name
     if any(child.is_dir() and "=" in child.name for child in folder.iterdir()):
-        source = f"read_parquet('{folder}/*/*.parquet', hive_partitioning = true)"
+        source = f"read_parquet('{folder}/*=*/*.parquet', hive_partitioning = true)"
+    elif (folder / "_schema").is_dir():
+        source = f"read_parquet('{folder}/_schema/*.parquet')"
     else:
         source = f"read_parquet('{folder}/*.parquet')"
     with duckdb.connect() as con:

@@ -1,3 +1,6 @@
+-- A table on Spark: detection reads it from the DuckDB serving warehouse (docs/spark.md).
+{{ config(materialized=read_by_python_materialization()) }}
+
 with
 
 source as (

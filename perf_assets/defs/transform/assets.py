@@ -9,6 +9,7 @@ from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
 from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build
 from perf_assets.lib.mart_figures import mart_figures
+from perf_assets.lib.spark_marts import is_spark_target, load_spark_tables
 from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
 
 
@@ -47,6 +48,9 @@ def warehouse_dbt_models(
 ):
     """dbt build, holding the warehouse writer lock; publish the read-only snapshot when it succeeds.
 
+    On a Spark target (PERFWH_DBT_TARGET=spark or spark_thrift) the tables dbt built on Spark are first loaded into
+    the DuckDB warehouse file (lib.spark_marts), which detection writes to and the snapshot is published from.
+
     The incremental models rebuild the days lib.incremental.plan_window picks (new days, the lookback, days a late
     file landed for; everything on the first build, after a project change or with full_refresh); what was built is
     recorded only when the run built every model (not a subset of them; the data tests may have been left out), so a
@@ -67,6 +71,12 @@ def warehouse_dbt_models(
                 held.append(event)
         except Exception as error:  # yield what was built before re-raising dbt's failure
             failure = error
+        if failure is None and is_spark_target(dbt.target):
+            try:  # detection, alerts, reports and the snapshot read DuckDB: Spark's tables go there first
+                loaded = load_spark_tables(home, dbt_project.manifest_path)
+                context.log.info(f"loaded {len(loaded)} tables built on Spark into {home.warehouse_db}")
+            except Exception as error:
+                failure = error
         figures = {}
         if failure is None:
             try:
