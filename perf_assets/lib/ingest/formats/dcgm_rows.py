@@ -57,7 +57,25 @@ def identity_from_labels(labels: dict, landed: LandedFile) -> GpuIdentity | None
     """
     if any(name in labels for name in NON_GPU_ENTITY_LABELS):
         return None
-    host = _label(labels, "Hostname", "hostname") or landed.host
+    values = tuple(labels.get(name) for name in _IDENTITY_LABELS)
+    try:  # the types are part of the key: 1, 1.0 and True are equal keys but not equal labels
+        return _identity_cached(values, tuple(map(type, values)), landed.host)
+    except TypeError:  # a label value that cannot be a cache key (a list in hostile JSON): read it uncached
+        return _identity(dict(zip(_IDENTITY_LABELS, values)), landed.host)
+
+
+# The labels `_identity` reads. A file repeats each GPU's labels on every field's series (thousands per file),
+# so the identity of each distinct combination is worked out once.
+_IDENTITY_LABELS = ("Hostname", "hostname", "UUID", "uuid", "gpu", "GPU_I_ID", "pci_bus_id", "modelName")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _identity_cached(values: tuple, types: tuple, file_host: str | None) -> GpuIdentity | None:
+    return _identity(dict(zip(_IDENTITY_LABELS, values)), file_host)
+
+
+def _identity(labels: dict, file_host: str | None) -> GpuIdentity | None:
+    host = _label(labels, "Hostname", "hostname") or file_host
     uuid = normalise_uuid(_label(labels, "UUID", "uuid"))
     gpu_index = int_or_none(labels.get("gpu"))
     if host is None or (uuid is None and gpu_index is None):
