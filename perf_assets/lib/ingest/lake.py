@@ -169,7 +169,7 @@ class LakeIndex:
 
     def __init__(self, lake_raw: Path, tables: Iterable[RawTable] | None = None):
         self._days: dict[tuple[str, str], set[Path]] = {}
-        self._compacted: set[tuple[str, str]] = set()  # (table, landed file) held by a compacted file
+        self._compacted: dict[str, set[str]] = {}  # landed file -> tables where a compacted file holds its rows
         for table in tables if tables is not None else RAW_TABLES.values():
             for day_dir in day_dirs(lake_raw, table):
                 with os.scandir(day_dir) as entries:
@@ -178,21 +178,24 @@ class LakeIndex:
                     for landed in landed_ids_in(day_dir / name):
                         self.add(table, landed, day_dir)
                         if name.startswith(COMPACTED_PREFIX):
-                            self._compacted.add((table.name, landed))
+                            self._compacted.setdefault(landed, set()).add(table.name)
 
     def days_holding(self, table: RawTable, file_id: str) -> list[Path]:
         return sorted(self._days.get((table.name, file_id), ()))
 
     def in_compacted(self, table: RawTable, file_id: str) -> bool:
         """Whether a compacted file holds some of the landed file's rows (removing them rewrites its day)."""
-        return (table.name, file_id) in self._compacted
+        return table.name in self._compacted.get(file_id, ())
+
+    def in_any_compacted(self, file_id: str) -> bool:
+        return bool(self._compacted.get(file_id))
 
     def add(self, table: RawTable, file_id: str, day_dir: Path) -> None:
         self._days.setdefault((table.name, file_id), set()).add(day_dir)
 
     def forget(self, table: RawTable, file_id: str) -> None:
         self._days.pop((table.name, file_id), None)
-        self._compacted.discard((table.name, file_id))
+        self._compacted.get(file_id, set()).discard(table.name)
 
 
 def remove_landed_file(lake_raw: Path, table: RawTable, file_id: str, days: list[Path] | None = None) -> int:

@@ -254,7 +254,8 @@ def ingest_workers() -> int:
 # manifest row of a file only after its worker wrote the rows: the order of the single-process ingest, so a run
 # killed at any point leaves rows without a manifest row at worst, which the next run replaces. Two tasks never
 # touch the same file: a landed file listed twice in one run is handed out once, and a file whose rows an
-# earlier run left inside a compacted file goes back to the ingest process, which rewrites that day alone.
+# earlier run left inside a compacted file is kept by the ingest process, which rewrites those days once the
+# workers are idle (a day folder is swapped whole: no worker may write into it meanwhile).
 
 # State of a worker process, set once by `_start_worker` (inherited through fork, never pickled).
 _WORKER: dict = {}
@@ -285,9 +286,9 @@ def _parse_and_write(landed: LandedFile, format_name: str | None) -> ParsedFile:
     parsed = parse_landed(landed, {}, force=True, fmt=fmt)
     if parsed.tables is None:
         return parsed
-    index: LakeIndex = _WORKER["index"]  # as of the run's start: this file's own entries are all it reads
-    if any(index.in_compacted(raw_table(name), landed.file_id) for name in parsed.tables):
-        return parsed  # its old rows sit in a compacted file: the ingest process rewrites that day
+    # The index as of the run's start: this file's own entries are all it reads (its old small files, never a
+    # compacted file: the ingest process keeps those files for itself).
+    index: LakeIndex = _WORKER["index"]
     rows, days = 0, []
     for name, table in parsed.tables.items():
         rows += write_landed_rows(_WORKER["lake_raw"], raw_table(name), landed.file_id, table, index)
@@ -317,33 +318,43 @@ def _pooled_outcomes(
     manifest: ManifestWriter,
     workers: int,
 ) -> list[IngestOutcome]:
-    """Hand the targets to the pool, at most 3 tasks per worker waiting; record each in the targets' order."""
+    """Hand the targets to the pool, at most 3 tasks per worker waiting, and record each as it comes back.
+
+    A file whose old rows sit in a compacted file (a re-ingest, or a killed run's leftovers since compacted) is
+    kept for the end: removing them rewrites a whole day folder, which must not happen while workers write into
+    it, so this process does those files alone once the pool is idle. Outcomes come back in the targets' order."""
     window = 3 * workers
-    pending: deque = deque()  # (future or None, ParsedFile or None)
-    outcomes: list[IngestOutcome] = []
+    pending: deque = deque()  # (position, future or None, ParsedFile or None)
+    outcomes: dict[int, IngestOutcome] = {}
+    deferred: list[tuple[int, LandedFile]] = []
     handed_out: set[tuple[str, str, int]] = set()
 
     def drain(limit: int) -> None:
         while len(pending) > limit:
-            future, parsed = pending.popleft()
+            position, future, parsed = pending.popleft()
             parsed = future.result() if future is not None else parsed  # a worker that died ends the run
-            outcomes.append(record_parsed(home, parsed, seen, force=force, index=index, manifest=manifest))
+            outcomes[position] = record_parsed(home, parsed, seen, force=force, index=index, manifest=manifest)
 
-    for path in targets:
+    for position, path in enumerate(targets):
         landed = describe(home.landing, path)
         fmt = _format_of(landed)
         claim = (landed.sha256, landed.relative_path, fmt.parser_version if fmt else 0)
         if _already_ingested(landed, fmt, seen, force) or claim in handed_out:
             parsed = ParsedFile(landed, fmt.name if fmt else None, claim[2], None, "already_ingested", None)
-            pending.append((None, parsed))
+            pending.append((position, None, parsed))
         elif fmt is None:  # nothing to read: a link out of the landing zone, or no parser
-            pending.append((None, parse_landed(landed, seen, force=force, fmt=None)))
+            pending.append((position, None, parse_landed(landed, seen, force=force, fmt=None)))
+        elif index.in_any_compacted(landed.file_id):
+            handed_out.add(claim)
+            deferred.append((position, landed))
         else:
             handed_out.add(claim)
-            pending.append((pool.submit(_parse_and_write, landed, fmt.name), None))
+            pending.append((position, pool.submit(_parse_and_write, landed, fmt.name), None))
         drain(window)
     drain(0)
-    return outcomes
+    for position, landed in deferred:  # the pool is idle: this process alone writes the lake now
+        outcomes[position] = ingest_file(home, landed, seen, force=force, index=index, manifest=manifest)
+    return [outcomes[position] for position in sorted(outcomes)]
 
 
 def ingest(
