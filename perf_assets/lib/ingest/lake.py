@@ -243,8 +243,9 @@ def write_landed_rows(
         if holding:
             remove_landed_file(lake_raw, table, file_id, days=holding)
             index.forget(table, file_id)
-    for day in pc.unique(rows["event_date"]).to_pylist():
-        day_rows = rows.filter(pc.equal(rows["event_date"], pa.scalar(day, pa.date32())))
+    days = pc.unique(rows["event_date"]).to_pylist()
+    for day in days:
+        day_rows = rows if len(days) == 1 else rows.filter(pc.equal(rows["event_date"], pa.scalar(day, pa.date32())))
         day_dir = lake_raw / table.name / f"event_date={day.isoformat()}"
         write_parquet_atomic(day_rows, day_dir / f"{file_id}.parquet")
         if index is not None:

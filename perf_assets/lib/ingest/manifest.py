@@ -82,14 +82,20 @@ def manifest_batch_size() -> int:
 
 class ManifestWriter:
     """Collects an ingest run's entries and writes them `batch_size` at a time (or after `max_wait_s`), and the
-    rest on `close`. Add an entry only once the lake holds its file's rows."""
+    rest on `close`. Add an entry only once the lake holds its file's rows.
 
-    def __init__(self, manifest_dir: Path, batch_size: int | None = None, max_wait_s: float = 10.0):
-        self.manifest_dir = manifest_dir
+    The manifest keeps one row per (landed file, parser version): a batch holding an entry the manifest already
+    has (a forced re-ingest) is written together with the files that held the old rows, rewritten without them,
+    in one atomic swap of the manifest folder (lake.replace_day). Call under the lake lock."""
+
+    def __init__(self, manifest_dir: Path, lake_raw: Path, batch_size: int | None = None, max_wait_s: float = 10.0):
+        self.manifest_dir, self.lake_raw = manifest_dir, lake_raw
         self.batch_size = manifest_batch_size() if batch_size is None else batch_size
         self.max_wait_s = max_wait_s
         self._entries: list[ManifestEntry] = []
         self._since = time.monotonic()
+        on_disk = read_manifest(manifest_dir).select(["file_id", "parser_version"]).to_pydict()
+        self._on_disk = {(f, v or 0) for f, v in zip(on_disk["file_id"], on_disk["parser_version"])}
 
     def add(self, entry: ManifestEntry) -> None:
         if not self._entries:
@@ -99,12 +105,28 @@ class ManifestWriter:
             self.flush()
 
     def flush(self) -> None:
-        if self.batch_size == 1:
-            for entry in self._entries:
-                write_entry(self.manifest_dir, entry)
+        if not self._entries:
+            return
+        keys = {(entry.file_id, entry.parser_version or 0) for entry in self._entries}
+        if keys & self._on_disk:
+            self._replace(keys & self._on_disk)
         else:
             write_entries(self.manifest_dir, self._entries)
+        self._on_disk |= keys
         self._entries = []
+
+    def _replace(self, keys: set[tuple[str, int]]) -> None:
+        keep, rewritten = [], []
+        for path in manifest_files(self.manifest_dir):
+            table = pq.read_table(path, schema=MANIFEST_SCHEMA, use_threads=False)
+            held = [
+                (f, v or 0) in keys for f, v in zip(table["file_id"].to_pylist(), table["parser_version"].to_pylist())
+            ]
+            if not any(held):
+                keep.append(path)
+            elif not all(held):
+                rewritten.append((table.filter(pa.array([not h for h in held])), {}))
+        replace_day(self.lake_raw, self.manifest_dir, keep, [*rewritten, (_table(self._entries), {})])
 
     def close(self) -> None:
         self.flush()

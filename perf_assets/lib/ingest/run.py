@@ -380,7 +380,7 @@ def ingest(
         seen = seen_versions(home.manifest_dir)
         index = LakeIndex(home.lake_raw)
         targets = landed_files(home.landing) if paths is None else paths
-        manifest = ManifestWriter(home.manifest_dir)
+        manifest = ManifestWriter(home.manifest_dir, home.lake_raw)
         if workers <= 1 or len(targets) <= 1:
             try:
                 outcomes = [

@@ -103,6 +103,7 @@ class DcgmRows:
         self._series: list[tuple[GpuIdentity, str, str]] = []  # (gpu, field, labels_json)
         self._times: list[np.ndarray] = []  # int64 microseconds since the epoch, UTC
         self._values: list[np.ndarray] = []  # float64, NaN: unknown (NULL)
+        self._counts: list[int] = []  # samples of each series, in the order of _series (and of the samples)
         self._count = 0
         self.unattributed = 0  # series (or dmon entities) not tied to a GPU: counted, not ingested
 
@@ -111,7 +112,17 @@ class DcgmRows:
         self._series.append((gpu, field, json.dumps(labels, sort_keys=True)))
         self._times.append(np.asarray(times_us, dtype=np.int64))
         self._values.append(np.asarray(values, dtype=np.float64))
+        self._counts.append(len(times_us))
         self._count += len(times_us)
+
+    def add_points(self, series: list[tuple[GpuIdentity, str, str]], times_us: np.ndarray, values: np.ndarray) -> None:
+        """Many series of one sample each (an exporter scrape) at once: (gpu, field, labels_json) per sample, with
+        labels_json as `add_arrays` writes it (json.dumps(labels, sort_keys=True))."""
+        self._series.extend(series)
+        self._times.append(np.asarray(times_us, dtype=np.int64))
+        self._values.append(np.asarray(values, dtype=np.float64))
+        self._counts.extend([1] * len(series))
+        self._count += len(series)
 
     def add_series(
         self, gpu: GpuIdentity, field: str, labels: dict, points: list[tuple[datetime, float | None]]
@@ -131,7 +142,7 @@ class DcgmRows:
                 if self.unattributed
                 else "no samples"
             )
-        counts = np.fromiter((len(t) for t in self._times), dtype=np.int64, count=len(self._times))
+        counts = np.asarray(self._counts, dtype=np.int64)
         series_of_row = np.repeat(np.arange(len(self._series)), counts)
         times = np.concatenate(self._times)
         check_times(times, counts, [(gpu, field) for gpu, field, _ in self._series])
