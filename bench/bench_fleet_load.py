@@ -116,19 +116,19 @@ def run_size(days: int, seed: int, work: Path) -> dict:
     return {"days": days, "gpu_days": 1024 * days, "landed_bytes": landed, "layers": layers}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--days", type=int, nargs=2, default=[7, 30], metavar=("SHORT", "LONG"))
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/perfwh-load"))
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(PERFWH), "--help"], check=True, capture_output=True)  # fail early without the CLI
+def print_one(size: dict, seed: int) -> None:
+    print(f"fleet-1k seed {seed}: 1,024 GPUs at {size['days']} days")
+    print("| layer | wall s | CPU s | load | peak tree MiB | largest process MiB | ok |")
+    print("|---|---|---|---|---|---|---|")
+    for name, a in size["layers"].items():
+        print(
+            f"| {name} | {a['wall_s']:.1f} | {a['cpu_s']:.1f} | {a['mean_load_1m']:.1f} | {a['peak_tree_mib']:.0f} | "
+            f"{a['peak_process_mib']:.0f} | {a['ok']} |"
+        )
 
-    sizes = [run_size(days, args.seed, args.work) for days in sorted(args.days)]
-    short, long = sizes
-    print(f"fleet-1k seed {args.seed}: 1,024 GPUs at {short['days']} and {long['days']} days")
+
+def print_two(short: dict, long: dict, seed: int) -> None:
+    print(f"fleet-1k seed {seed}: 1,024 GPUs at {short['days']} and {long['days']} days")
     print(
         "| layer | wall s | CPU s | load | peak tree MiB | largest process MiB | ok "
         "| wall s | CPU s | load | peak tree MiB | ok | CPU per GPU-day, long / short |"
@@ -142,6 +142,28 @@ def main() -> int:
             f"{a['peak_process_mib']:.0f} | {a['ok']} | {b['wall_s']:.1f} | {b['cpu_s']:.1f} | "
             f"{b['mean_load_1m']:.1f} | {b['peak_tree_mib']:.0f} | {b['ok']} | {ratio:.2f} |"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--days", type=int, nargs="+", default=[7, 30], metavar="DAYS", help="one window length, or two (short, long)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/perfwh-load"))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(PERFWH), "--help"], check=True, capture_output=True)  # fail early without the CLI
+
+    if len(args.days) > 2:
+        parser.error("--days takes one or two window lengths")
+    sizes = [run_size(days, args.seed, args.work) for days in sorted(args.days)]
+    short, long = sizes[0], sizes[-1]
+    if len(sizes) == 1:
+        print_one(short, args.seed)
+    else:
+        print_two(short, long, args.seed)
     for size in sizes:
         total = sum(layer["wall_s"] for layer in size["layers"].values())
         cpu = sum(layer["cpu_s"] for layer in size["layers"].values())

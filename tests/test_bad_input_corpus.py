@@ -95,8 +95,13 @@ def _hook(event, args):
         paths = [args[0]]
     else:
         return
-    outside.extend((event, os.fsdecode(p)) for p in paths if not _inside(p))
+    found = [(event, os.fsdecode(p)) for p in paths if not _inside(p)]
+    if found and os.getpid() != PARENT:  # a forked ingest worker: reported as it happens (it never reaches finally)
+        sys.stderr.write("OUTSIDE-WRITES-CHILD " + json.dumps(found) + "\n")
+        sys.stderr.flush()
+    outside.extend(found)
 
+PARENT = os.getpid()
 sys.addaudithook(_hook)
 from perf_assets.cli import main
 try:
@@ -260,8 +265,12 @@ def run_perfwh(args: list[str], home: Path, sandbox: Path) -> subprocess.Complet
 
 
 def outside_writes(stderr: str) -> list:
+    """The writes outside PERFWH_HOME the audit hook saw, in the perfwh process and its forked workers."""
     line = [line for line in stderr.splitlines() if line.startswith("OUTSIDE-WRITES ")][-1]
-    return json.loads(line.split(" ", 1)[1])
+    children = [line for line in stderr.splitlines() if line.startswith("OUTSIDE-WRITES-CHILD ")]
+    return json.loads(line.split(" ", 1)[1]) + [
+        write for line in children for write in json.loads(line.split(" ", 1)[1])
+    ]
 
 
 @pytest.mark.slow  # ~1 min: 1,300+ files through one `perfwh ingest`

@@ -61,6 +61,14 @@ def visible_parquet(lake: Path) -> list[Path]:
     return files
 
 
+def _manifest_rows(home: DataHome) -> int:
+    """Manifest rows now, read while an ingest writes (and may swap in the compacted manifest: then read again)."""
+    try:
+        return read_manifest(home.manifest_dir).num_rows
+    except FileNotFoundError:
+        return _manifest_rows(home)
+
+
 def raw_counts(home: DataHome) -> dict[str, tuple[int, int]]:
     """(rows, landed files) per raw table, as dbt's sources read them."""
     counts = {}
@@ -97,11 +105,12 @@ def test_sigkill_during_ingest_leaves_whole_files_and_the_rerun_counts_each_row_
 
     home = data_home(tmp_path / "killed").ensure()
     shutil.copytree(simulated.landing, home.landing, dirs_exist_ok=True)
-    env = _env(home.root)
-    for entries in (1, landed // 2):  # killed just after the first file, then half-way through the rest
+    # manifest rows written 4 files at a time: a kill finds files whose rows are in the lake and not in the manifest
+    env = _env(home.root, PERFWH_MANIFEST_BATCH="4", PERFWH_INGEST_WORKERS="2")
+    for entries in (1, landed // 2):  # killed just after the first manifest rows, then half-way through the rest
         process = _start(["ingest", str(home.landing)], env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 600
-        while len(list(home.manifest_dir.glob("*__v*.parquet"))) < entries and process.poll() is None:
+        while _manifest_rows(home) < entries and process.poll() is None:
             assert time.monotonic() < deadline, "the ingest never got there"
             time.sleep(0.005)
         assert _kill(process) == -signal.SIGKILL, "the ingest ended before it was killed"

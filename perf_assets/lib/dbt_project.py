@@ -15,5 +15,18 @@ _ENV_BIN = Path(sys.executable).parent
 if shutil.which("dbt") is None and (_ENV_BIN / "dbt").exists():
     os.environ["PATH"] = f"{_ENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
+
+def default_duckdb_memory_limit() -> str:
+    """DuckDB's memory limit for dbt builds: a quarter of this machine's memory, at least 1 GiB and at most 4 GiB.
+
+    DuckDB's own default (80 % of RAM) let a fleet-1k build of 30 days hold 17 GiB; with a limit its operators
+    spill to the warehouse's temp folder instead (docs/benchmarks.md has the measured cost)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{max(1024, min(4096, total // 4 // 2**20))}MiB"
+
+
+# The profile (profiles.yml) reads it; set here so that every dbt this process starts gets the same limit.
+os.environ.setdefault("PERFWH_DUCKDB_MEMORY_LIMIT", default_duckdb_memory_limit())
+
 dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 dbt_project.prepare_if_dev()

@@ -148,7 +148,8 @@ def remove_orphan_temp_files(lake_root: Path) -> int:
 
 
 def _compacted_table(paths: list[Path], table: RawTable) -> tuple[pa.Table, dict]:
-    parts = [pq.read_table(path, schema=table.full_schema) for path in paths]
+    # One thread per read: the files are small, and Arrow's thread pool costs more CPU than it saves on them.
+    parts = [pq.read_table(path, schema=table.full_schema, use_threads=False) for path in paths]
     merged = pa.concat_tables(parts) if parts else table.full_schema.empty_table()
     ids = sorted({landed for path in paths for landed in landed_ids_in(path)})
     return merged, {LANDED_IDS_KEY: json.dumps(ids).encode()}
@@ -157,13 +158,56 @@ def _compacted_table(paths: list[Path], table: RawTable) -> tuple[pa.Table, dict
 # --------------------------------------------------------------------------- landed files
 
 
-def remove_landed_file(lake_raw: Path, table: RawTable, file_id: str) -> int:
+class LakeIndex:
+    """Which day folders of each raw table hold a landed file's rows (its small file, or a compacted file whose
+    footer lists it), read once per ingest run under the lake lock.
+
+    Writing a landed file first removes the rows an earlier run left of it (a re-ingest, or a run killed between
+    the lake write and the manifest row); without the index that meant listing every day folder of the table for
+    every file, a cost that grew with files x days. Keep it current with `add` after each write; compaction and
+    `remove_landed_file` without the index leave it stale (build a new one)."""
+
+    def __init__(self, lake_raw: Path, tables: Iterable[RawTable] | None = None):
+        self._days: dict[tuple[str, str], set[Path]] = {}
+        self._compacted: dict[str, set[str]] = {}  # landed file -> tables where a compacted file holds its rows
+        for table in tables if tables is not None else RAW_TABLES.values():
+            for day_dir in day_dirs(lake_raw, table):
+                with os.scandir(day_dir) as entries:
+                    names = [entry.name for entry in entries if entry.name.endswith(".parquet")]
+                for name in names:
+                    for landed in landed_ids_in(day_dir / name):
+                        self.add(table, landed, day_dir)
+                        if name.startswith(COMPACTED_PREFIX):
+                            self._compacted.setdefault(landed, set()).add(table.name)
+
+    def days_holding(self, table: RawTable, file_id: str) -> list[Path]:
+        return sorted(self._days.get((table.name, file_id), ()))
+
+    def in_compacted(self, table: RawTable, file_id: str) -> bool:
+        """Whether a compacted file holds some of the landed file's rows (removing them rewrites its day)."""
+        return table.name in self._compacted.get(file_id, ())
+
+    def in_any_compacted(self, file_id: str) -> bool:
+        return bool(self._compacted.get(file_id))
+
+    def add(self, table: RawTable, file_id: str, day_dir: Path) -> None:
+        self._days.setdefault((table.name, file_id), set()).add(day_dir)
+
+    def forget(self, table: RawTable, file_id: str) -> None:
+        self._days.pop((table.name, file_id), None)
+        self._compacted.get(file_id, set()).discard(table.name)
+
+
+def remove_landed_file(lake_raw: Path, table: RawTable, file_id: str, days: list[Path] | None = None) -> int:
     """Remove one landed file's rows (before a re-ingest replaces them), also from compacted files.
 
     A small file is unlinked; a compacted file holding the landed file is rewritten without its rows and
-    swapped in with the rest of its day. Returns the number of day folders changed."""
+    swapped in with the rest of its day. `days`: the day folders that may hold the file (a LakeIndex's
+    answer); default every day folder of the table. Returns the number of day folders changed."""
     changed = 0
-    for day_dir in day_dirs(lake_raw, table):
+    for day_dir in day_dirs(lake_raw, table) if days is None else days:
+        if not day_dir.is_dir():
+            continue
         files = sorted(day_dir.glob("*.parquet"))
         small = [path for path in files if path.name == f"{file_id}.parquet"]
         holders = [path for path in files if is_compacted(path) and file_id in landed_ids_in(path)]
@@ -185,14 +229,27 @@ def remove_landed_file(lake_raw: Path, table: RawTable, file_id: str) -> int:
     return changed
 
 
-def write_landed_rows(lake_raw: Path, table: RawTable, file_id: str, rows: pa.Table) -> int:
-    """Split one landed file's rows by event_date and write one Parquet file per day."""
+def write_landed_rows(
+    lake_raw: Path, table: RawTable, file_id: str, rows: pa.Table, index: LakeIndex | None = None
+) -> int:
+    """Split one landed file's rows by event_date and write one Parquet file per day (after removing the rows an
+    earlier ingest left of the same landed file: only from the days `index` names, when given)."""
     rows = rows.append_column("landed_file_id", pa.array([file_id] * rows.num_rows, pa.string()))
     rows = rows.select(table.full_schema.names).cast(table.full_schema)
-    remove_landed_file(lake_raw, table, file_id)
-    for day in pc.unique(rows["event_date"]).to_pylist():
-        day_rows = rows.filter(pc.equal(rows["event_date"], pa.scalar(day, pa.date32())))
-        write_parquet_atomic(day_rows, lake_raw / table.name / f"event_date={day.isoformat()}" / f"{file_id}.parquet")
+    if index is None:
+        remove_landed_file(lake_raw, table, file_id)
+    else:
+        holding = index.days_holding(table, file_id)
+        if holding:
+            remove_landed_file(lake_raw, table, file_id, days=holding)
+            index.forget(table, file_id)
+    days = pc.unique(rows["event_date"]).to_pylist()
+    for day in days:
+        day_rows = rows if len(days) == 1 else rows.filter(pc.equal(rows["event_date"], pa.scalar(day, pa.date32())))
+        day_dir = lake_raw / table.name / f"event_date={day.isoformat()}"
+        write_parquet_atomic(day_rows, day_dir / f"{file_id}.parquet")
+        if index is not None:
+            index.add(table, file_id, day_dir)
     return rows.num_rows
 
 

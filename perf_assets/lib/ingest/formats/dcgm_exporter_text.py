@@ -10,12 +10,14 @@ written; `# HELP`/`# TYPE` lines are read past (units live in the dcgm_fields se
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
-from perf_assets.lib.ingest.formats.dcgm_rows import DcgmRows, capture_time, identity_from_labels
+from perf_assets.lib.ingest.formats.dcgm_rows import EPOCH, ONE_US, DcgmRows, capture_time, identity_from_labels
 from perf_assets.lib.ingest.formats.dcgmi_dmon import looks_like_dmon
 from perf_assets.lib.ingest.formats.decompress import sniff
 from perf_assets.lib.ingest.formats.errors import QuarantineError
@@ -37,13 +39,21 @@ def parse_dcgm_exporter_text(landed: LandedFile) -> pa.Table:
     untimed = any(sample.timestamp_ms is None for sample in exposition.samples)
     scraped_at = capture_time(landed, "dcgm-exporter text") if untimed else None
     rows = DcgmRows()
+    series, times, values = [], [], []
+    labels_json: dict[tuple, str] = {}  # a GPU's label set repeats on every field: written once
     for sample in exposition.samples:
         gpu = identity_from_labels(sample.labels, landed)
         if gpu is None:
             rows.unattributed += 1
             continue
-        ts = sample.sampled_at(scraped_at)
-        rows.add_series(gpu, sample.name, sample.labels, [(ts, sample_value(sample.value))])
+        key = tuple(sample.labels.items())
+        if key not in labels_json:
+            labels_json[key] = json.dumps(sample.labels, sort_keys=True)
+        series.append((gpu, sample.name, labels_json[key]))
+        times.append((sample.sampled_at(scraped_at) - EPOCH) // ONE_US)
+        value = sample_value(sample.value)
+        values.append(np.nan if value is None else value)
+    rows.add_points(series, np.array(times, dtype=np.int64), np.array(values, dtype=np.float64))
     return rows.table(landed)
 
 

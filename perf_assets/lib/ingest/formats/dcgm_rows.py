@@ -57,7 +57,25 @@ def identity_from_labels(labels: dict, landed: LandedFile) -> GpuIdentity | None
     """
     if any(name in labels for name in NON_GPU_ENTITY_LABELS):
         return None
-    host = _label(labels, "Hostname", "hostname") or landed.host
+    values = tuple(labels.get(name) for name in _IDENTITY_LABELS)
+    try:  # the types are part of the key: 1, 1.0 and True are equal keys but not equal labels
+        return _identity_cached(values, tuple(map(type, values)), landed.host)
+    except TypeError:  # a label value that cannot be a cache key (a list in hostile JSON): read it uncached
+        return _identity(dict(zip(_IDENTITY_LABELS, values)), landed.host)
+
+
+# The labels `_identity` reads. A file repeats each GPU's labels on every field's series (thousands per file),
+# so the identity of each distinct combination is worked out once.
+_IDENTITY_LABELS = ("Hostname", "hostname", "UUID", "uuid", "gpu", "GPU_I_ID", "pci_bus_id", "modelName")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _identity_cached(values: tuple, types: tuple, file_host: str | None) -> GpuIdentity | None:
+    return _identity(dict(zip(_IDENTITY_LABELS, values)), file_host)
+
+
+def _identity(labels: dict, file_host: str | None) -> GpuIdentity | None:
+    host = _label(labels, "Hostname", "hostname") or file_host
     uuid = normalise_uuid(_label(labels, "UUID", "uuid"))
     gpu_index = int_or_none(labels.get("gpu"))
     if host is None or (uuid is None and gpu_index is None):
@@ -85,6 +103,7 @@ class DcgmRows:
         self._series: list[tuple[GpuIdentity, str, str]] = []  # (gpu, field, labels_json)
         self._times: list[np.ndarray] = []  # int64 microseconds since the epoch, UTC
         self._values: list[np.ndarray] = []  # float64, NaN: unknown (NULL)
+        self._counts: list[int] = []  # samples of each series, in the order of _series (and of the samples)
         self._count = 0
         self.unattributed = 0  # series (or dmon entities) not tied to a GPU: counted, not ingested
 
@@ -93,7 +112,17 @@ class DcgmRows:
         self._series.append((gpu, field, json.dumps(labels, sort_keys=True)))
         self._times.append(np.asarray(times_us, dtype=np.int64))
         self._values.append(np.asarray(values, dtype=np.float64))
+        self._counts.append(len(times_us))
         self._count += len(times_us)
+
+    def add_points(self, series: list[tuple[GpuIdentity, str, str]], times_us: np.ndarray, values: np.ndarray) -> None:
+        """Many series of one sample each (an exporter scrape) at once: (gpu, field, labels_json) per sample, with
+        labels_json as `add_arrays` writes it (json.dumps(labels, sort_keys=True))."""
+        self._series.extend(series)
+        self._times.append(np.asarray(times_us, dtype=np.int64))
+        self._values.append(np.asarray(values, dtype=np.float64))
+        self._counts.extend([1] * len(series))
+        self._count += len(series)
 
     def add_series(
         self, gpu: GpuIdentity, field: str, labels: dict, points: list[tuple[datetime, float | None]]
@@ -113,7 +142,7 @@ class DcgmRows:
                 if self.unattributed
                 else "no samples"
             )
-        counts = np.fromiter((len(t) for t in self._times), dtype=np.int64, count=len(self._times))
+        counts = np.asarray(self._counts, dtype=np.int64)
         series_of_row = np.repeat(np.arange(len(self._series)), counts)
         times = np.concatenate(self._times)
         check_times(times, counts, [(gpu, field) for gpu, field, _ in self._series])
