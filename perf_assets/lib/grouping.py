@@ -52,7 +52,8 @@ GROUP_WINDOW_DAYS = 2
 GROUP_COLUMNS = ["group_id", "root_regression_id", "is_root", "children"]
 
 
-def _day(value: object) -> date:
+def as_day(value: object) -> date:
+    """A date from a date, a datetime or an ISO text (its first 10 characters)."""
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
@@ -123,9 +124,9 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     index = list(regressions.index)
     for position, row in enumerate(rows):
         row["_pos"] = position
-        row["_day"] = _day(row["change_date"])
+        row["as_day"] = as_day(row["change_date"])
         split = row.get("split_date")
-        row["_link_day"] = _day(split) if split is not None and not pd.isna(split) else row["_day"]
+        row["_link_day"] = as_day(split) if split is not None and not pd.isna(split) else row["as_day"]
         row["_factor"] = factor_of(row)
         row["_node"] = (
             str(row["entity_id"])
@@ -150,8 +151,8 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         if condition.get("shape") != "rate":
             return False
         end = condition.get("after_end_date")
-        end_day = _day(end) if end is not None and not pd.isna(end) else condition["_day"]
-        return (condition["_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
+        end_day = as_day(end) if end is not None and not pd.isna(end) else condition["as_day"]
+        return (condition["as_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
 
     def sibling_rate_conditions(a: dict, b: dict) -> bool:
         """Two excess fault rates (shape 'rate') of one metric on racks or nodes of the same cluster: one batch of

@@ -33,6 +33,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 
+from perf_assets.lib.grouping import as_day
+
 GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS: a peer's change nearer than this is the same incident
 JOB_WINDOW = timedelta(days=3)  # exposure compared over the change's own windows, at most this long each side
 MIN_EXPLAINED_SHARE = 0.5  # the exposure change must predict at least half of the node's change
@@ -42,17 +44,9 @@ BURST_METRICS = ("idle_fragmented_share",)
 DOWN_TIME_FACTOR = 2.0
 
 
-def _day(value: object) -> date:
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    return date.fromisoformat(str(value)[:10])
-
-
 def _split_day(row: dict) -> date:
     split = row.get("split_date")
-    return _day(split) if split is not None and not pd.isna(split) else _day(row["change_date"])
+    return as_day(split) if split is not None and not pd.isna(split) else as_day(row["change_date"])
 
 
 def _midnight(day: date) -> pd.Timestamp:
@@ -125,8 +119,8 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
             continue
         # the change's own windows (its before and after segments, as its effect was measured), at most JOB_WINDOW
         at = _midnight(day)
-        lo = max(_midnight(_day(row["before_start_date"])), at - JOB_WINDOW)
-        hi = min(_midnight(_day(row["after_end_date"]) + timedelta(days=1)), at + JOB_WINDOW)
+        lo = max(_midnight(as_day(row["before_start_date"])), at - JOB_WINDOW)
+        hi = min(_midnight(as_day(row["after_end_date"]) + timedelta(days=1)), at + JOB_WINDOW)
         if not lo < at < hi:
             continue
         shared = {peer for peer in slowed if _exposed_hours(allocations, node, {peer}, lo, hi) > 0.0}
@@ -200,7 +194,7 @@ def down_time_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) ->
     )
     out = {}
     for index, row in bursts.iterrows():
-        first, last = _day(row["change_date"]), _day(row["after_end_date"])
+        first, last = as_day(row["change_date"]), as_day(row["after_end_date"])
         days = availability[
             (availability["entity_id"] == row["entity_id"])
             & (availability["day"] >= first - timedelta(days=1))

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from perf_assets.lib.traces.breakdown import COMMUNICATION, Breakdown, breakdown_of, classify_kernel
-from perf_assets.lib.traces.idle_time import KERNEL_WAIT_THRESHOLD_NS, idle_of
+from perf_assets.lib.traces.idle_time import idle_of
 from perf_assets.lib.traces.kernel_types import kernel_types_of
 from perf_assets.lib.traces.profiler_steps import last_step_start
+from perf_assets.lib.traces.rank_tables import idle_row, kernel_type_rows_of, step_row
 from perf_assets.lib.traces.steps import profiler_steps, step_busy_of
 
 
@@ -125,24 +126,7 @@ def idle_rows(activities: Activities, devices: list[tuple[int | None, np.ndarray
             activities.launch_known[at],
         )
         for result in results:
-            rows.append(
-                {
-                    "device_index": device,
-                    "stream": result.stream,
-                    "activity_count": result.activity_count,
-                    "gap_count": result.gap_count,
-                    "launch_unknown_count": result.launch_unknown_count,
-                    "idle_ns": result.idle_ns,
-                    "host_wait_ns": result.host_wait_ns,
-                    "kernel_wait_ns": result.kernel_wait_ns,
-                    "other_ns": result.other_ns,
-                    "host_wait_share": result.share(result.host_wait_ns),
-                    "kernel_wait_share": result.share(result.kernel_wait_ns),
-                    "other_share": result.share(result.other_ns),
-                    "kernel_wait_threshold_ns": KERNEL_WAIT_THRESHOLD_NS,
-                    "_start_ns": first_start,
-                }
-            )
+            rows.append(idle_row(device, result, first_start))
     return rows
 
 
@@ -151,21 +135,7 @@ def kernel_type_rows(activities: Activities, devices: list[tuple[int | None, np.
     rows = []
     for device, where in _counted(activities, devices):
         types = kernel_types_of(activities.start_ns[where], activities.end_ns[where], activities.kernel_type[where])
-        total = sum(t.time_ns for t in types)
-        first_start = int(activities.start_ns[where].min())
-        for t in types:
-            rows.append(
-                {
-                    "device_index": device,
-                    "kernel_type": t.kernel_type,
-                    "activity_count": t.activity_count,
-                    "time_ns": t.time_ns,
-                    "time_share": t.time_ns / total if total > 0 else None,
-                    "union_ns": t.union_ns,
-                    "exclusive_ns": t.exclusive_ns,
-                    "_start_ns": first_start,
-                }
-            )
+        rows += kernel_type_rows_of(device, types, int(activities.start_ns[where].min()))
     return rows
 
 
@@ -182,17 +152,5 @@ def step_rows(
     rows = []
     for device, where in devices:
         for result in step_busy_of(steps, activities.start_ns[where], activities.end_ns[where]):
-            rows.append(
-                {
-                    "device_index": device,
-                    "step": result.step,
-                    "step_start_ns": result.start_ns,
-                    "step_end_ns": result.end_ns,
-                    "span_ns": result.span_ns,
-                    "busy_ns": result.busy_ns,
-                    "activity_count": result.activity_count,
-                    "last_step": result.step == last,
-                    "_start_ns": result.start_ns,
-                }
-            )
+            rows.append(step_row(device, result, last))
     return rows

@@ -47,24 +47,7 @@ def idle_rows(
             (e.get("stream"), e["start_ns"], e["end_ns"], launches.get(e.get("correlation_id"))) for e in activities
         )
         for result in streams:
-            rows.append(
-                {
-                    "device_index": device,
-                    "stream": result.stream,
-                    "activity_count": result.activity_count,
-                    "gap_count": result.gap_count,
-                    "launch_unknown_count": result.launch_unknown_count,
-                    "idle_ns": result.idle_ns,
-                    "host_wait_ns": result.host_wait_ns,
-                    "kernel_wait_ns": result.kernel_wait_ns,
-                    "other_ns": result.other_ns,
-                    "host_wait_share": result.share(result.host_wait_ns),
-                    "kernel_wait_share": result.share(result.kernel_wait_ns),
-                    "other_share": result.share(result.other_ns),
-                    "kernel_wait_threshold_ns": KERNEL_WAIT_THRESHOLD_NS,
-                    "_start_ns": first_start,
-                }
-            )
+            rows.append(idle_row(device, result, first_start))
     return rows
 
 
@@ -72,21 +55,7 @@ def kernel_type_rows(devices: dict[int | None, list[dict]]) -> list[dict]:
     rows = []
     for device, activities in devices.items():
         types = kernel_type_breakdown((e["start_ns"], e["end_ns"], e["kernel_type"]) for e in activities)
-        total = sum(t.time_ns for t in types)
-        first_start = min(e["start_ns"] for e in activities)
-        for t in types:
-            rows.append(
-                {
-                    "device_index": device,
-                    "kernel_type": t.kernel_type,
-                    "activity_count": t.activity_count,
-                    "time_ns": t.time_ns,
-                    "time_share": t.time_ns / total if total > 0 else None,
-                    "union_ns": t.union_ns,
-                    "exclusive_ns": t.exclusive_ns,
-                    "_start_ns": first_start,
-                }
-            )
+        rows += kernel_type_rows_of(device, types, min(e["start_ns"] for e in activities))
     return rows
 
 
@@ -102,17 +71,61 @@ def step_rows(events: list[dict], devices: dict[int | None, list[dict]]) -> list
     rows = []
     for device, activities in devices.items():
         for result in step_busy(steps, ((e["start_ns"], e["end_ns"]) for e in activities)):
-            rows.append(
-                {
-                    "device_index": device,
-                    "step": result.step,
-                    "step_start_ns": result.start_ns,
-                    "step_end_ns": result.end_ns,
-                    "span_ns": result.span_ns,
-                    "busy_ns": result.busy_ns,
-                    "activity_count": result.activity_count,
-                    "last_step": result.step == last,
-                    "_start_ns": result.start_ns,
-                }
-            )
+            rows.append(step_row(device, result, last))
     return rows
+
+
+# One row of each table from a numpy core's result; shared with rank_columns (the fast path's columns).
+
+
+def idle_row(device: int | None, result, first_start: int) -> dict:
+    """A stream's idle-time row (idle_time.idle_breakdown / idle_of result)."""
+    return {
+        "device_index": device,
+        "stream": result.stream,
+        "activity_count": result.activity_count,
+        "gap_count": result.gap_count,
+        "launch_unknown_count": result.launch_unknown_count,
+        "idle_ns": result.idle_ns,
+        "host_wait_ns": result.host_wait_ns,
+        "kernel_wait_ns": result.kernel_wait_ns,
+        "other_ns": result.other_ns,
+        "host_wait_share": result.share(result.host_wait_ns),
+        "kernel_wait_share": result.share(result.kernel_wait_ns),
+        "other_share": result.share(result.other_ns),
+        "kernel_wait_threshold_ns": KERNEL_WAIT_THRESHOLD_NS,
+        "_start_ns": first_start,
+    }
+
+
+def kernel_type_rows_of(device: int | None, types: list, first_start: int) -> list[dict]:
+    """A device's kernel-type rows (kernel_types results), each with its share of the device's kernel time."""
+    total = sum(t.time_ns for t in types)
+    return [
+        {
+            "device_index": device,
+            "kernel_type": t.kernel_type,
+            "activity_count": t.activity_count,
+            "time_ns": t.time_ns,
+            "time_share": t.time_ns / total if total > 0 else None,
+            "union_ns": t.union_ns,
+            "exclusive_ns": t.exclusive_ns,
+            "_start_ns": first_start,
+        }
+        for t in types
+    ]
+
+
+def step_row(device: int | None, result, last_step: int) -> dict:
+    """A device's busy time in one profiler step (steps.step_busy / step_busy_of result)."""
+    return {
+        "device_index": device,
+        "step": result.step,
+        "step_start_ns": result.start_ns,
+        "step_end_ns": result.end_ns,
+        "span_ns": result.span_ns,
+        "busy_ns": result.busy_ns,
+        "activity_count": result.activity_count,
+        "last_step": result.step == last_step,
+        "_start_ns": result.start_ns,
+    }
