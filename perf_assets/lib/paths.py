@@ -82,3 +82,16 @@ def data_home(override: str | os.PathLike[str] | None = None) -> DataHome:
 def samples_dir() -> Path:
     """Real export files for tests: PERFWH_SAMPLES, default ../shared/samples beside the repo."""
     return Path(os.environ.get("PERFWH_SAMPLES") or DEFAULT_SAMPLES).expanduser().resolve()
+
+
+def positive_int_setting(name: str, default: int, what: str) -> int:
+    """A whole-number setting >= 1 from the environment variable `name` (`default` when unset); `what` names the unit
+    in the error a bad value raises."""
+    text = os.environ.get(name, str(default)).strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a whole number of {what}") from None
+    if value < 1:
+        raise ValueError(f"{name}={value}: at least 1")
+    return value

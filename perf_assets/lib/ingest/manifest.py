@@ -8,7 +8,6 @@ atomically like a lake day (readers see every row once)."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from dataclasses import dataclass, fields
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 
 from perf_assets.lib.contracts import MANIFEST_SCHEMA
 from perf_assets.lib.ingest.lake import replace_day, write_parquet_atomic
+from perf_assets.lib.paths import positive_int_setting
 
 ENTRIES_PREFIX = "entries-"
 
@@ -70,14 +70,7 @@ def _table(entries: list[ManifestEntry]) -> pa.Table:
 
 def manifest_batch_size() -> int:
     """Files per manifest write of an ingest run: PERFWH_MANIFEST_BATCH (default 256; 1: a file per entry)."""
-    text = os.environ.get("PERFWH_MANIFEST_BATCH", "256").strip()
-    try:
-        size = int(text)
-    except ValueError:
-        raise ValueError(f"PERFWH_MANIFEST_BATCH={text!r} is not a whole number of files") from None
-    if size < 1:
-        raise ValueError(f"PERFWH_MANIFEST_BATCH={size}: at least 1")
-    return size
+    return positive_int_setting("PERFWH_MANIFEST_BATCH", 256, "files")
 
 
 class ManifestWriter:

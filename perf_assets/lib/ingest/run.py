@@ -40,7 +40,7 @@ from perf_assets.lib.ingest.manifest import (
     write_entry,
 )
 from perf_assets.lib.ingest.registry import SIDECAR_NAMES, find_format, format_named
-from perf_assets.lib.paths import DataHome
+from perf_assets.lib.paths import DataHome, positive_int_setting
 
 
 @dataclass(frozen=True)
@@ -236,14 +236,7 @@ def _lake_lock(home: DataHome) -> FileLock:
 
 def ingest_workers() -> int:
     """Worker processes of an ingest run: PERFWH_INGEST_WORKERS, default 2 (1: all in the ingest process)."""
-    text = os.environ.get("PERFWH_INGEST_WORKERS", "2").strip()
-    try:
-        workers = int(text)
-    except ValueError:
-        raise ValueError(f"PERFWH_INGEST_WORKERS={text!r} is not a whole number of worker processes") from None
-    if workers < 1:
-        raise ValueError(f"PERFWH_INGEST_WORKERS={workers}: at least 1 (1: all in the ingest process)")
-    return workers
+    return positive_int_setting("PERFWH_INGEST_WORKERS", 2, "worker processes")
 
 
 # ----------------------------------------------------------------------------- worker processes
