@@ -27,11 +27,4 @@ select
 from {{ ref('int_dcgm_samples') }} as samples
 where samples.value is not null
     and samples.field in (select distinct field from look_back_fields)
-group by
-    samples.cluster,
-    samples.node,
-    samples.gpu_uuid,
-    samples.gpu_index,
-    samples.gpu_instance,
-    samples.field,
-    samples.sampled_date
+group by all
