@@ -202,7 +202,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         return cluster is not None and cluster == topology.cluster_of(str(b["grain"]), str(b["entity_id"]))
 
     def near(a: dict, b: dict) -> bool:
-        """Same direction, splits within the window, and for a ramp its onset as well (``onsets_near``)."""
+        """Same direction, splits within the window, and a ramp's onset near a step with a rollout of its own."""
         return (
             a["change_kind"] == b["change_kind"]
             and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
