@@ -209,3 +209,26 @@ def test_excess_fault_rates_on_two_racks_of_one_cluster_are_one_batch():
     assert groups[0] == groups[1]  # two racks of a100
     assert groups[2] != groups[0]  # another cluster's rack: another batch
     assert groups[3] == groups[2]  # a node of h100 inside h100's condition
+
+
+def test_a_rollout_that_begins_inside_a_ramp_is_another_incident():
+    # fleet-1k: h100-west-n03's HBM decay from 10-05 (split 10-09) and an NCCL rollout on 10-09 on nodes n03 among
+    # them; the ramp's rows share both days, the rollout's rows came with their own configuration change
+    nccl = json.dumps([{"component": "nccl", "from": "2.21.5", "to": "2.22.3", "nodes": 2, "of_nodes": 2}])
+    split = date(2026, 10, 1) + timedelta(days=8)
+    ramp = {"split_date": split, "ramp_end_date": split + timedelta(days=5)}
+    rows = frame(
+        row("h100-n1", grain="node", day=4, metric="probe_hbm_bw_ratio", **ramp),
+        row("h100-n1", grain="node", day=4, metric="probe_gemm_ratio", **ramp),
+        row("h100", day=8, metric="program_goodput", coinciding_changes=nccl),
+        row("h100-n1", grain="node", day=8, metric="program_goodput", coinciding_changes=nccl),
+        row("h100-n2", grain="node", day=8, metric="program_goodput", coinciding_changes=nccl),
+    )
+    groups = group_regressions(rows, TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1] and groups[2] == groups[3] == groups[4] and groups[0] != groups[2]
+    # the same steps with nothing rolled out are the ramp's own (its node's pace, its cluster): one group
+    own = frame(*(record | {"coinciding_changes": "[]"} for record in rows.to_dict("records")))
+    assert group_regressions(own, TOPOLOGY)["group_id"].nunique() == 1
+    # steps whose top cause candidate is a configuration change count as having one too
+    ranked = own.assign(top_cause_dimension=[None, None, "nccl", "nccl", "nccl"])
+    assert group_regressions(ranked, TOPOLOGY)["group_id"].nunique() == 2

@@ -14,7 +14,7 @@ import pandas as pd
 from perf_assets.lib.alerts import build_incidents, upsert_incidents
 from perf_assets.lib.detection import REGRESSION_COLUMNS
 from perf_assets.lib.evaluation import evaluate
-from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
+from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, own_cause, pace_companions
 from perf_assets.lib.topology import Topology
 
 
@@ -123,6 +123,59 @@ def test_a_change_the_exposure_does_not_mostly_predict_stays_an_incident():
         ]
     )
     assert job_peer_knock_ons(found, partly, 0.03) == {}
+
+
+# incidents seed 103 in miniature: an image stall slows n03 and n04 alike on 10-07 (one job); n03 leaves n04's job on
+# 10-22, when a torch upgrade reaches it and speeds it up 10 %
+SHARED_ALLOCATIONS = allocations(
+    ("j1", ["n03", "n04"], at(7), at(22)),
+    ("j2", ["n03"], at(22), at(28)),
+    ("j3", ["n04"], at(22), at(28)),
+)
+
+
+def leaving_after_a_shared_incident(**fields) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            row("n03", "program_goodput", 7, -0.16),
+            row("n04", "program_goodput", 7, -0.19),
+            row(
+                "n03",
+                "program_goodput",
+                22,
+                0.103,
+                before_start_date=date(2026, 10, 7),
+                after_end_date=date(2026, 10, 28),
+                **fields,
+            ),
+        ]
+    )
+
+
+def test_a_peer_slowed_by_the_incident_that_slowed_the_node_too_explains_nothing():
+    found = leaving_after_a_shared_incident()
+    assert job_peer_knock_ons(found, SHARED_ALLOCATIONS, 0.03) == {}
+    # without n03's own change of 10-07, n04 was slower than n03 and leaving its job explains the improvement
+    alone = found.drop(index=0).reset_index(drop=True)
+    assert set(job_peer_knock_ons(alone, SHARED_ALLOCATIONS, 0.03)) == {1}
+    # a peer change of the other direction on the node's day is not shared: n04 still counts as slowed
+    opposite = alone.copy()
+    opposite.loc[len(opposite)] = row("n03", "program_goodput", 8, 0.05)
+    assert set(job_peer_knock_ons(opposite, SHARED_ALLOCATIONS, 0.03)) == {1}
+
+
+def test_a_change_with_its_own_configuration_change_is_never_set_aside():
+    torch = json.dumps([{"component": "torch", "from": "2.5.1", "to": "2.6.0", "nodes": 1, "of_nodes": 1}])
+    # n04 alone was slowed before (the case above, set aside without a cause of its own)
+    own = leaving_after_a_shared_incident(coinciding_changes=torch).drop(index=0).reset_index(drop=True)
+    assert job_peer_knock_ons(own, SHARED_ALLOCATIONS, 0.03) == {}
+    ranked = leaving_after_a_shared_incident(top_cause_dimension="image", top_cause_value="trainer:2026.10.1")
+    assert job_peer_knock_ons(ranked.drop(index=0).reset_index(drop=True), SHARED_ALLOCATIONS, 0.03) == {}
+    # a rack or node candidate is not a configuration change: the knock-on stands
+    rack = leaving_after_a_shared_incident(top_cause_dimension="rack", top_cause_value="r1")
+    assert set(job_peer_knock_ons(rack.drop(index=0).reset_index(drop=True), SHARED_ALLOCATIONS, 0.03)) == {1}
+    assert own_cause({"coinciding_changes": torch}) == "torch 2.5.1 -> 2.6.0"
+    assert own_cause({"coinciding_changes": "[]", "top_cause_dimension": "node"}) is None
 
 
 def test_power_that_follows_the_pace_is_expected_and_a_power_cap_is_not():

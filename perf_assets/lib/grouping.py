@@ -7,7 +7,10 @@ companions) belong to one group when they are linked by a chain of pairs that ea
 * change days within ± 2 days (``GROUP_WINDOW_DAYS``); the day compared is the scan's split (`split_date`)
   when the row has one: a ramp's `change_date` is its fitted onset (detection.py), days before the level
   moved, and single linkage on onsets chained a ramp to an earlier incident of the same cluster through the
-  changes between them; the splits of one incident's rows coincide, and
+  changes between them; the splits of one incident's rows coincide; a ramp and a step that came with a
+  configuration change of its own (a rollout, a power limit: ``own_cause``) link only when the ramp's onset is
+  within ± 2 days of the step as well (``onsets_near``: a rollout that begins inside a ramp splits near the
+  ramp's split, not near its onset), and
 
   (an excess fault rate, `shape` 'rate', is a condition from its onset to the window's end: a row within
   that span, or up to 2 days before it, is near it; two excess fault rates of one metric on racks or nodes of
@@ -46,6 +49,7 @@ from datetime import date, datetime
 
 import pandas as pd
 
+from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.topology import GRAIN_RANK, Topology
 
 GROUP_WINDOW_DAYS = 2
@@ -91,6 +95,40 @@ def factor_of(row: dict) -> str | None:
     return FACTOR_OF_METRIC.get(metric)
 
 
+def own_cause(row: dict) -> str | None:
+    """The configuration change of the row's own entity that coincides with it (a component of
+    ``SOFTWARE_DIMENSIONS`` in ``coinciding_changes``, else its top cause candidate when that is one), or None."""
+    changes = row.get("coinciding_changes")
+    try:
+        listed = json.loads(changes) if isinstance(changes, str) and changes else []
+    except ValueError:
+        listed = []
+    for change in listed:
+        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS:
+            return f"{change['component']} {change.get('from')} -> {change.get('to')}"
+    top = row.get("top_cause_dimension")
+    if isinstance(top, str) and top in SOFTWARE_DIMENSIONS:
+        return f"{top} {row.get('top_cause_value')}"
+    return None
+
+
+def onsets_near(a: dict, b: dict) -> bool:
+    """False for a ramp and a step with a configuration change of its own (``own_cause``) whose change days (the
+    ramp's onset, the step's split) are more than ``GROUP_WINDOW_DAYS`` apart: two incidents.
+
+    A ramp's split lies days after its onset, and a step of another incident that begins inside the ramp splits
+    near the ramp's split (fleet-1k: h100-west-n03's HBM decay from 10-05, split 10-09, and the NCCL rollout on
+    eight nodes of its cluster, n03 among them, on 10-09). The steps a ramp causes itself (its node's pace, its
+    cluster's power) also split near the ramp's split, days after its onset, but nothing was rolled out with them."""
+    if a["as_day"] != a["_link_day"] and b["as_day"] == b["_link_day"]:
+        ramp, step = a, b
+    elif b["as_day"] != b["_link_day"] and a["as_day"] == a["_link_day"]:
+        ramp, step = b, a
+    else:
+        return True
+    return abs((ramp["as_day"] - step["as_day"]).days) <= GROUP_WINDOW_DAYS or step["_own_cause"] is None
+
+
 def _headline_rank(row: dict) -> int:
     """Goodput first, then its spine factors, then the rest (companions: SM clock, power, probes): what an
     owner acts on is the loss of goodput, and a companion is evidence for it."""
@@ -128,6 +166,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         split = row.get("split_date")
         row["_link_day"] = as_day(split) if split is not None and not pd.isna(split) else row["as_day"]
         row["_factor"] = factor_of(row)
+        row["_own_cause"] = own_cause(row)
         row["_node"] = (
             str(row["entity_id"])
             if row["grain"] == "node"
@@ -163,7 +202,12 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         return cluster is not None and cluster == topology.cluster_of(str(b["grain"]), str(b["entity_id"]))
 
     def near(a: dict, b: dict) -> bool:
-        return a["change_kind"] == b["change_kind"] and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
+        """Same direction, splits within the window, and a ramp's onset near a step with a rollout of its own."""
+        return (
+            a["change_kind"] == b["change_kind"]
+            and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
+            and onsets_near(a, b)
+        )
 
     def linked_in_time(a: dict, b: dict) -> bool:  # between rows below the fleet: near, or inside a condition
         return near(a, b) or (a["change_kind"] == b["change_kind"] and (ongoing(a, b) or ongoing(b, a)))

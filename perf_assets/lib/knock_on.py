@@ -14,7 +14,14 @@ Two kinds, each a plain function over the rows of `regressions` (detection.py wr
   its job time (hours in any allocation) the node spent in allocations with slowed peers (over the change's own before and after windows, at most
   ``JOB_WINDOW`` each), times the mildest of their slowdowns, predicts at
   least ``MIN_EXPLAINED_SHARE`` of the node's own change (a framework upgrade that speeds up a node's new jobs
-  while it happens to share a little less with slowed peers is not explained away).
+  while it happens to share a little less with slowed peers is not explained away). Two more conditions make the
+  explanation evidence and not a coincidence (``incidents`` seed 103: a torch upgrade's improvement on h200-n03
+  was set aside because n03 stopped sharing jobs with h200-n04, which an image stall had slowed, but n03 as well):
+  a peer's earlier change that the node shares (its own change of that metric, the same direction, within
+  ``GROUP_WINDOW_DAYS`` of the peer's: one incident that hit both) does not make the peer slower than the node, so
+  it does not count (``shared_incident``); and a change whose own node had a configuration change within a day
+  (``coinciding_changes`` of a ``SOFTWARE_DIMENSIONS`` component: a driver, torch, image ... rollout, a power
+  limit) or whose top cause candidate is one has a cause of its own and is never set aside (``grouping.own_cause``).
 * **Down time.** When a node goes down (a fault, a maintenance), the jobs on it are requeued and a job waiting
   for its node count keeps other nodes idle while eligible work pends: the scheduler's idle-fragmented share
   rises for a day or two. A cluster ``idle_fragmented_share`` burst is expected when the cluster lost capacity
@@ -33,7 +40,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 
-from perf_assets.lib.grouping import as_day
+from perf_assets.lib.grouping import as_day, own_cause
 
 GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS: a peer's change nearer than this is the same incident
 JOB_WINDOW = timedelta(days=3)  # exposure compared over the change's own windows, at most this long each side
@@ -87,6 +94,14 @@ def _union_hours(starts: pd.Series, ends: pd.Series) -> float:
     return total / 3600.0
 
 
+def shared_incident(own: list[tuple[date, float]], when: date, effect: float) -> bool:
+    """A peer's change on ``when`` that the node's own changes (``own``: day, effect) share: the same direction
+    within ``GROUP_WINDOW_DAYS`` (one incident that hit both nodes does not make the peer slower than the node)."""
+    return any(
+        abs((day - when).days) <= GROUP_WINDOW_DAYS and (own_effect < 0) == (effect < 0) for day, own_effect in own
+    )
+
+
 def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | None, min_effect: float) -> dict:
     """``{index: reason}`` for the node rows of ``regressions`` that joining (or leaving) jobs with nodes slowed
     days earlier explains (module docstring). ``allocations``: slurm_job_id, node, start_at, end_at."""
@@ -107,11 +122,18 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
     for index, row in nodes.iterrows():
         row = row.to_dict()
         metric, node, day = str(row["metric"]), str(row["entity_id"]), _split_day(row)
+        if own_cause(row) is not None:
+            continue  # its own node's configuration changed with it: a cause of its own, never set aside
+        own = history.get((metric, node), [])
         slowed = {}
         for (other_metric, peer), changes in history.items():
             if other_metric != metric or peer == node:
                 continue
-            earlier = [(when, effect) for when, effect in changes if (day - when).days > GROUP_WINDOW_DAYS]
+            earlier = [
+                (when, effect)
+                for when, effect in changes
+                if (day - when).days > GROUP_WINDOW_DAYS and not shared_incident(own, when, effect)
+            ]
             level = math.prod(1.0 + effect for _, effect in earlier)
             if earlier and level <= 1.0 - min_effect:
                 slowed[peer] = (min(when for when, _ in earlier), level - 1.0)
