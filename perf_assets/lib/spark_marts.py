@@ -9,6 +9,12 @@ warehouse file with Spark's: every table and seed of the schemas the snapshot pu
 staging models that Python reads (detection: node software and inventory; they are tables on Spark, see the macro
 `read_by_python_materialization`). One transaction: a load that fails part-way leaves the warehouse as it was.
 
+An incremental build (`days`: the [start, end) window it rebuilt, lib.incremental.BuildWindow) changed only those
+days' partitions of the partitioned (microbatch) tables on Spark, so for each of those tables that the warehouse
+already holds with the same columns, only the window's rows are replaced (deleted by partition column, inserted from
+the window's partition folders); every other table is replaced whole. At fleet scale this is what keeps a day's load
+small: the sample-grain tables are the bulk of the rows (docs/spark.md).
+
 Types are DuckDB's reading of Spark's Parquet: Spark's TIMESTAMP (an instant) is DuckDB's TIMESTAMPTZ, TIMESTAMP_NTZ
 is TIMESTAMP, arrays are lists. Where the two engines type the same expression differently, the column is cast to
 what the DuckDB build makes of it (`DUCKDB_TYPE_RULES`); a partition column's type comes from the table's files (its
@@ -25,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
@@ -114,9 +121,13 @@ class SparkTableMissing(RuntimeError):
     """A table the serving warehouse needs has no Parquet files where Spark's warehouse should have them."""
 
 
-def load_spark_tables(home: DataHome, manifest_path: Path, warehouse_uri: str | None = None) -> dict[str, int]:
+def load_spark_tables(
+    home: DataHome, manifest_path: Path, warehouse_uri: str | None = None, days: tuple[date, date] | None = None
+) -> dict[str, int]:
     """Replace the dbt tables of home's DuckDB warehouse with those dbt built on Spark; returns rows per table.
 
+    ``days``: the [start, end) window an incremental build rebuilt; a partitioned table the warehouse already holds
+    with the same columns then gets only that window's partitions (module docstring). None: every table whole.
     Call only while holding the warehouse writer lock. Tables that are not dbt's (regressions, detection_runs) stay."""
     uri = warehouse_uri or spark_warehouse_uri(home)
     tables = served_tables(manifest_path)
@@ -136,8 +147,9 @@ def load_spark_tables(home: DataHome, manifest_path: Path, warehouse_uri: str | 
                 ) from None
             select = ", ".join(_select_expression(table.name, name, kind) for name, kind, *_ in columns)
             connection.execute(f'create schema if not exists "{table.schema}"')
-            _drop_relation(connection, table)
-            connection.execute(f"create table {table.qualified} as select {select} from {source}")
+            if days is None or not _replace_window(connection, uri, table, columns, select, days):
+                _drop_relation(connection, table)
+                connection.execute(f"create table {table.qualified} as select {select} from {source}")
             rows[f"{table.schema}.{table.name}"] = connection.execute(
                 f"select count(*) from {table.qualified}"
             ).fetchone()[0]
@@ -148,6 +160,53 @@ def load_spark_tables(home: DataHome, manifest_path: Path, warehouse_uri: str | 
     finally:
         connection.close()
     return rows
+
+
+def _replace_window(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse_uri: str,
+    table: SparkTable,
+    spark_columns: list,
+    select: str,
+    days: tuple[date, date],
+) -> bool:
+    """Replace the rows of ``days`` ([start, end)) of a table partitioned by one date column, from that window's
+    partition folders; False (nothing done) when the table is not one, or the warehouse does not hold it with the
+    same column names and types, so the caller replaces it whole."""
+    if len(table.partition_by) != 1:
+        return False
+    column = table.partition_by[0]
+    held = connection.execute(
+        "select column_name, data_type from information_schema.columns "
+        "where table_schema = ? and table_name = ? and table_catalog = current_database() order by ordinal_position",
+        [table.schema, table.name],
+    ).fetchall()
+    kind = connection.execute(
+        "select table_type from information_schema.tables where table_schema = ? and table_name = ?",
+        [table.schema, table.name],
+    ).fetchone()
+    incoming = connection.execute(f"describe select {select} from {parquet_source(connection, warehouse_uri, table)}")
+    if kind is None or kind[0] != "BASE TABLE" or held != [(name, kind_) for name, kind_, *_ in incoming.fetchall()]:
+        return False
+    if dict((name, kind_) for name, kind_, *_ in spark_columns).get(column) != "DATE":
+        return False
+    start, end = days
+    quoted = '"' + column.replace('"', '""') + '"'
+    connection.execute(f"delete from {table.qualified} where {quoted} >= ? and {quoted} < ?", [start, end])
+    location = table_location(warehouse_uri, table).replace("'", "''")
+    folders = []
+    day = start
+    while day < end:
+        files = f"{location}/{column}={day.isoformat()}/*.parquet"
+        if connection.execute("select count(*) from glob(?)", [files]).fetchone()[0]:
+            folders.append("'" + files + "'")
+        day += timedelta(days=1)
+    if folders:
+        connection.execute(
+            f"insert into {table.qualified} by name select {select} "
+            f"from read_parquet([{', '.join(folders)}], hive_partitioning = true)"
+        )
+    return True
 
 
 def _drop_relation(connection: duckdb.DuckDBPyConnection, table: SparkTable) -> None:

@@ -73,7 +73,8 @@ def warehouse_dbt_models(
             failure = error
         if failure is None and is_spark_target(dbt.target):
             try:  # detection, alerts, reports and the snapshot read DuckDB: Spark's tables go there first
-                loaded = load_spark_tables(home, dbt_project.manifest_path)
+                rebuilt = None if window.full_refresh else (window.start, window.end)  # only those partitions
+                loaded = load_spark_tables(home, dbt_project.manifest_path, days=rebuilt)
                 context.log.info(f"loaded {len(loaded)} tables built on Spark into {home.warehouse_db}")
             except Exception as error:
                 failure = error
