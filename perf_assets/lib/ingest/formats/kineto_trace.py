@@ -48,15 +48,14 @@ from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has_big_int, loads_function
 from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
+    CompactTexts,
     TraceContext,
-    args_json_array,
     args_json_in_order,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
     compact_args,
     int_or_text,
-    joined_args,
 )
 from perf_assets.lib.ingest.landing import LandedFile
 from perf_assets.lib.traces.rank_columns import Activities
@@ -104,10 +103,23 @@ def max_json_bytes() -> int:
     return int(os.environ.get("PERFWH_TRACE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
 
 
-def _read_bounded(handle, limit: int) -> bytearray:
-    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound) into one
-    growing buffer (joining a list of blocks would hold the document twice)."""
-    data = bytearray()
+def _read_bounded(handle, limit: int, expected: int = 0) -> bytearray:
+    """At most limit + 1 bytes into one buffer. expected: the likely size (gzip's ISIZE, the file size): a buffer of
+    that size (+ 1, capped at the bound) is filled in place by readinto, so a right guess copies nothing and the
+    buffer never moves (a growing buffer is copied as it grows, and then briefly held twice: the peak memory
+    varied by the document's size run to run). Past a wrong guess the buffer grows in 1 MiB blocks (one big read()
+    would allocate the whole bound; joining a list of blocks would hold the document twice)."""
+    data = bytearray(min(max(expected, 0), limit) + 1)
+    filled = 0
+    with memoryview(data) as view:
+        while filled < len(data):
+            read = handle.readinto(view[filled : filled + (1 << 20)])
+            if not read:
+                break
+            filled += read
+    if filled < len(data):  # the end came first (a 1-byte shrink keeps the buffer where it is)
+        del data[filled:]
+        return data
     while len(data) <= limit:
         block = handle.read(min(1 << 20, limit + 1 - len(data)))
         if not block:
@@ -116,14 +128,28 @@ def _read_bounded(handle, limit: int) -> bytearray:
     return data
 
 
+def _expected_size(path, compressed: bool) -> int:
+    """The decompressed size a gzip file states in its trailer (ISIZE: modulo 2**32, of the last member only, so a
+    guess), else the file's size."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if not compressed:
+            return size
+        if size < 18:  # shorter than a gzip header and trailer
+            return 0
+        handle.seek(-4, os.SEEK_END)
+        return int.from_bytes(handle.read(4), "little")
+
+
 def read_bytes(landed: LandedFile) -> bytearray:
     """The decompressed JSON (at most max_json_bytes()), or QuarantineError for bad gzip, too big, empty."""
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
+    expected = _expected_size(landed.path, compressed)
     try:
         with (_gzip.open if compressed else open)(landed.path, "rb") as handle:
-            data = _read_bounded(handle, limit)
+            data = _read_bounded(handle, limit, expected)
     except (EOFError, gzip.BadGzipFile, zlib.error, _DeflateError) as error:
         raise QuarantineError(f"truncated or corrupt gzip ({error}); deliver the trace again") from None
     if len(data) > limit:
@@ -537,7 +563,7 @@ class _StructColumns(_Collected):
         self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
         self.args_type = args_type  # the struct of the args read (kineto_fast.ARGS_READ)
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
-        self.args_json: list[pa.Array] = []  # one string array per chunk
+        self.args_json = CompactTexts()
         self.count = 0
 
     def add(self, chunk: list, decode_args) -> None:
@@ -566,7 +592,7 @@ class _StructColumns(_Collected):
         count = len(categories)
         if not count:
             return
-        joined = joined_args(raws)
+        joined, compact = compact_args(raws)  # the args compacted, as one JSON array and one text each
         if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
             raise NotSure("an integer literal beyond int64 in the args of a stored event")
         try:
@@ -614,13 +640,15 @@ class _StructColumns(_Collected):
                     for value, category in zip(values, categories)
                 ]
             lists[field] += values
-        self.args_json.append(args_json_array(compact_args(joined, raws)))
+        self.args_json.add(compact)
         self.count += count
 
     def columns(self) -> dict[str, object]:
         columns: dict[str, object] = dict(self.lists)
-        columns["args_json"] = pa.concat_arrays(self.args_json) if self.args_json else pa.array([], pa.string())
-        self.lists, self.args_json = {}, []
+        if self.args_json.size >= 2**31:  # beyond a string array's int32 offsets
+            raise NotSure("args_json too large for one string array")
+        columns["args_json"] = self.args_json.array()
+        self.lists = {}
         return columns
 
 
