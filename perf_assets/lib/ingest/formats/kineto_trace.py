@@ -37,11 +37,9 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import compress
-from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
-from msgspec.structs import astuple as _astuple
 
 from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
@@ -58,7 +56,7 @@ from perf_assets.lib.ingest.formats.trace_tables import (
     int_or_text,
 )
 from perf_assets.lib.ingest.landing import LandedFile
-from perf_assets.lib.traces.rank_columns import Activities
+from perf_assets.lib.traces.rank_columns import Activities, Launches
 
 try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
     from isal import igzip as _gzip
@@ -503,7 +501,12 @@ _INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), (
 _INT_ARGS += (("bytes", "bytes"),)
 
 
-_CAT, _TS = operator.attrgetter("cat"), operator.attrgetter("ts")
+_CAT, _NAME, _PID, _TID = (operator.attrgetter(field) for field in ("cat", "name", "pid", "tid"))
+_TS, _DUR, _ARGS = (operator.attrgetter(field) for field in ("ts", "dur", "args"))
+_ARGS_GETTERS = tuple((field, operator.attrgetter(field)) for field in kineto_fast.ARGS_READ)
+# stored category -> a small code; the GPU activities first (code < len(GPU_ACTIVITIES))
+_CATEGORY_CODE = {name: code for code, name in enumerate(dict.fromkeys([*GPU_ACTIVITIES, *CATEGORIES.values()]))}
+_ANNOTATION, _RUNTIME = _CATEGORY_CODE["annotation"], _CATEGORY_CODE["runtime"]
 
 
 def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list, list[str]]:
@@ -528,12 +531,9 @@ def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list,
 def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
     """_cat_info of each raw `cat`, through the cache in one C-level pass where every cat is a known string."""
     try:
-        infos = list(map(_CAT_INFO.get, cats))
-    except TypeError:  # an unhashable cat (a JSON array or object)
-        infos = [None] * len(cats)
-    if None in infos:
-        infos = [info if info is not None else _cat_info(cat) for info, cat in zip(infos, cats)]
-    return infos
+        return list(map(_CAT_INFO.__getitem__, cats))
+    except (KeyError, TypeError):  # a cat not seen yet, or unhashable (a JSON array or object)
+        return [_cat_info(cat) for cat in cats]
 
 
 def _int64s(values: list) -> list:
@@ -564,6 +564,7 @@ class _StructColumns(_Collected):
         self.args_type = args_type  # the struct of the args read (kineto_fast.ARGS_READ)
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
         self.args_json = CompactTexts()
+        self.all_int = True  # every stored ts and dur is an int (µs traces)
         self.count = 0
 
     def add(self, chunk: list, decode_args) -> None:
@@ -574,25 +575,25 @@ class _StructColumns(_Collected):
             return
         if len(self.sample) < 1000:
             self.sample.extend(map(_ts, map(_TS, complete[: 1000 - len(self.sample)])))
-        infos = _cat_infos(list(map(_CAT, complete)))
-        stored, kept_infos, dropped = _kept(complete, infos)  # only stored events are transposed
-        if stored:
-            _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
-            if not (set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES):
-                starts, durations = _times(starts), _times(durations)
-                if None in starts or None in durations:  # rare: events without ts/dur are not stored either
-                    stored, kept_infos, dropped = _kept(complete, infos, times=True)
-                    if stored:
-                        _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
-                        starts, durations = _times(starts), _times(durations)
+        all_infos = _cat_infos(list(map(_CAT, complete)))
+        stored, infos, dropped = _kept(complete, all_infos)  # only stored events are read further
+        starts, durations = list(map(_TS, stored)), list(map(_DUR, stored))
+        types = set(map(type, starts)) | set(map(type, durations))
+        self.all_int = self.all_int and types <= {int}
+        if not types <= _NUMBER_TYPES:
+            self.all_int = False
+            starts, durations = _times(starts), _times(durations)
+            if None in starts or None in durations:  # rare: events without ts/dur are not stored either
+                stored, infos, dropped = _kept(complete, all_infos, times=True)
+                starts, durations = _times(list(map(_TS, stored))), _times(list(map(_DUR, stored)))
         self.not_kept.update(dropped)
-        del complete, stored
-        infos = kept_infos
-        categories = list(map(_CATEGORY, infos))
-        count = len(categories)
+        del complete, all_infos
+        count = len(stored)
         if not count:
             return
-        joined, compact = compact_args(raws)  # the args compacted, as one JSON array and one text each
+        categories = list(map(_CATEGORY, infos))
+        names = list(map(_NAME, stored))
+        joined, compact = compact_args(list(map(_ARGS, stored)))  # the args compacted: one JSON array, one text each
         if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
             raise NotSure("an integer literal beyond int64 in the args of a stored event")
         try:
@@ -603,43 +604,33 @@ class _StructColumns(_Collected):
         if len(decoded) != 2 * count - 1 or not set(map(type, args)) <= {self.args_type}:
             raise NotSure("args that are not a JSON object")
         del decoded
-        device, stream, correlation, *sizes, collective, group, dtype = zip(*map(_astuple, args))
+        values = {field: list(map(getter, args)) for field, getter in _ARGS_GETTERS}
         del args
-        device, stream = _device_and_stream(device, stream, pids, tids, list(map(_DEVICE_SIDE, infos)))
-        correlation = _int64s(correlation)
+        device, stream = _device_and_stream(values["device"], values["stream"], stored, list(map(_DEVICE_SIDE, infos)))
+        del stored
         if not set(map(type, names)) <= _TEXT_OR_NONE:
             names = [_text(name) for name in names]
-        offset = self.count
-        self.breakdown_rows += [
-            offset + row
-            for row, category, index in zip(count_from(), categories, device)
-            if category in _BREAKDOWN_INPUT or (category == "annotation" and index is None)
-        ]
-        self.launch_rows += [
-            offset + row
-            for row, category, launch in zip(count_from(), categories, correlation)
-            if category == "runtime" and launch is not None
-        ]
         lists = self.lists
-        for field, values in (
+        for field, column in (
             ("category", categories),
             ("name", names),
             ("device_index", device),
             ("stream", stream),
             ("ts", starts),
             ("dur", durations),
-            ("correlation_id", correlation),
+            ("correlation_id", _int64s(values["correlation"])),
         ):
-            lists[field] += values
-        for (field, _), values in zip(_INT_ARGS, sizes):
-            lists[field] += _int64s(values)
-        for field, values in zip(COLLECTIVE_ARGS, (collective, group, dtype)):
-            if values.count(None) != count:  # kernels only, as text
-                values = [
+            lists[field] += column
+        for field, _ in _INT_ARGS:
+            lists[field] += _int64s(values[field])
+        for field in COLLECTIVE_ARGS:
+            column = values[field]
+            if column.count(None) != count:  # kernels only, as text
+                column = [
                     None if value is None or category != "kernel" else str(value)
-                    for value, category in zip(values, categories)
+                    for value, category in zip(column, categories)
                 ]
-            lists[field] += values
+            lists[field] += column
         self.args_json.add(compact)
         self.count += count
 
@@ -649,22 +640,29 @@ class _StructColumns(_Collected):
             raise NotSure("args_json too large for one string array")
         columns["args_json"] = self.args_json.array()
         self.lists = {}
+        # the rows the breakdowns read, from the whole columns at once (device and correlation become Arrow here)
+        category = columns["category"]
+        codes = np.fromiter(map(_CATEGORY_CODE.__getitem__, category), dtype=np.int8, count=len(category))
+        device = columns["device_index"] = pa.array(columns["device_index"], pa.int64())
+        correlation = columns["correlation_id"] = pa.array(columns["correlation_id"], pa.int64())
+        no_device = device.is_null().to_numpy(zero_copy_only=False)
+        with_correlation = correlation.is_valid().to_numpy(zero_copy_only=False)
+        self.breakdown_rows = np.flatnonzero((codes < len(GPU_ACTIVITIES)) | ((codes == _ANNOTATION) & no_device))
+        self.launch_rows = np.flatnonzero((codes == _RUNTIME) & with_correlation)
         return columns
 
 
-def _device_and_stream(
-    device: tuple, stream: tuple, pids: tuple, tids: tuple, device_side: list[bool]
-) -> tuple[list, list]:
-    """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
-    categories, None for the others (as _event)."""
+def _device_and_stream(device: list, stream: list, events: list, device_side: list[bool]) -> tuple[list, list]:
+    """device_index and stream of each event: args.device (else the event's pid) and args.stream (else its tid) for
+    device-side categories, None for the others (as _event)."""
     count = len(device_side)
     if True not in device_side:
         return [None] * count, [None] * count
     every = False not in device_side
     if not every:
-        device, stream, pids, tids = (list(compress(values, device_side)) for values in (device, stream, pids, tids))
-    device = _either(_int64s(device), pids)
-    stream = _either(_int64s(stream), tids)
+        device, stream, events = (list(compress(values, device_side)) for values in (device, stream, events))
+    device = _either(_int64s(device), events, _PID)
+    stream = _either(_int64s(stream), events, _TID)
     if every:
         return device, stream
     return _scatter(device, device_side), _scatter(stream, device_side)
@@ -677,12 +675,12 @@ def _scatter(values: list, where: list[bool]) -> list:
     return spread.tolist()
 
 
-def _either(values: list, fallback: list) -> list:
-    """values, with the fallback (as_int64, range checked: on the msgspec path no check of the whole document
-    has cleared pid and tid) where a value is None."""
+def _either(values: list, events: list, fallback) -> list:
+    """values, with the event's fallback field (as_int64, range checked: on the msgspec path no check of the whole
+    document has cleared pid and tid) where a value is None."""
     if None not in values:
         return values
-    return [value if value is not None else as_int64(alternative) for value, alternative in zip(values, fallback)]
+    return [value if value is not None else as_int64(fallback(event)) for value, event in zip(values, events)]
 
 
 def _fits_int64(value: object) -> bool:
@@ -726,19 +724,28 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     return ns
 
 
-def _start_end_ns(starts: list, durations: list, mode: str, base: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _start_end_ns(
+    starts: list, durations: list, mode: str, base: int | None, all_int: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """_nanoseconds of the starts and of start + dur (with Python's types), the end never before the start.
-    All ints (µs traces): the sums in int64, exact, once the bound below shows they fit."""
-    if starts and set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}:
+    All ints (µs traces; all_int when the caller has checked the types, None: checked here): the sums in int64,
+    exact, once the bound below shows they fit."""
+    if all_int is None:
+        all_int = set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}
+    if starts and all_int:
         offset = base or 0
-        largest = max(max(starts), -min(starts)) + max(max(durations), -min(durations))  # bounds |start + dur| too
+        try:
+            start_us, dur_us = np.array(starts, dtype=np.int64), np.array(durations, dtype=np.int64)
+        except OverflowError:  # an int beyond int64
+            raise NotSure("timestamps too large for the vectorized conversion") from None
+        # as Python ints (np.abs(-2**63) would overflow); bounds |start + dur| too
+        largest = max(int(start_us.max()), -int(start_us.min())) + max(int(dur_us.max()), -int(dur_us.min()))
         if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
             raise NotSure("timestamps too large for the vectorized conversion")
-        start_us = np.array(starts, dtype=np.int64)
         start_ns = (
             start_us * 1000 + offset
         )  # int x: base + round(x × 1000) = int(x) × 1000 (+ base) = x × 1000 (+ base)
-        end_ns = (start_us + np.array(durations, dtype=np.int64)) * 1000 + offset
+        end_ns = (start_us + dur_us) * 1000 + offset
     else:
         start_ns = _nanoseconds(starts, mode, base)
         end_ns = _nanoseconds(_sums(starts, durations), mode, base)
@@ -775,7 +782,9 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
     mode, _, base = time_mode(document, collected.sample)
     columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
-    columns["start_ns"], columns["end_ns"] = _start_end_ns(starts, durations, mode, base)
+    columns["start_ns"], columns["end_ns"] = _start_end_ns(
+        starts, durations, mode, base, getattr(collected, "all_int", None)
+    )
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
@@ -786,25 +795,37 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
 
 
 def _breakdown_inputs(
-    columns: dict, wanted: list[int], launch_rows: list[int]
-) -> tuple[Activities, np.ndarray, list[tuple], dict[int, int]]:
+    columns: dict, wanted: list[int] | np.ndarray, launch_rows: list[int] | np.ndarray
+) -> tuple[Activities, np.ndarray, list[tuple], Launches]:
     """What the breakdowns read: the GPU activities' columns and their rows, the CPU annotations' (name, start,
-    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations."""
+    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations. The columns
+    are lists or Arrow arrays."""
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
     category, name, correlation = columns["category"], columns["name"], columns["correlation_id"]
-    launches = dict(zip(map(correlation.__getitem__, launch_rows), start_ns[launch_rows].tolist()))
-    is_activity = [category[row] in _BREAKDOWN_INPUT for row in wanted]
-    rows = list(compress(wanted, is_activity))
-    others = [row for row, activity in zip(wanted, is_activity) if not activity]
-    annotations = list(zip(map(name.__getitem__, others), start_ns[others].tolist(), end_ns[others].tolist()))
-    at = np.array(rows, dtype=np.int64)
+    wanted, launch_rows = np.asarray(wanted, dtype=np.int64), np.asarray(launch_rows, dtype=np.int64)
+    if isinstance(correlation, pa.Array):  # the launch rows hold no null
+        launch_ids = correlation.take(launch_rows).to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        launch_ids = np.array(_pick(correlation, launch_rows), dtype=np.int64)
+    launches = Launches.of(launch_ids, start_ns[launch_rows])
+    wanted_list = wanted.tolist()
+    is_activity = np.array([category[row] in _BREAKDOWN_INPUT for row in wanted_list], dtype=bool)
+    at, others = wanted[is_activity], wanted[~is_activity]
+    annotations = list(zip(_pick(name, others), start_ns[others].tolist(), end_ns[others].tolist()))
     activities = Activities(
-        category=list(map(category.__getitem__, rows)),
-        name=list(map(name.__getitem__, rows)),
-        device=list(map(columns["device_index"].__getitem__, rows)),
-        stream=list(map(columns["stream"].__getitem__, rows)),
-        correlation=list(map(correlation.__getitem__, rows)),
+        category=_pick(category, at),
+        name=_pick(name, at),
+        device=_pick(columns["device_index"], at),
+        stream=_pick(columns["stream"], at),
+        correlation=_pick(correlation, at),
         start_ns=start_ns[at],
         end_ns=end_ns[at],
     )
     return activities, at, annotations, launches
+
+
+def _pick(column: list | pa.Array, rows: np.ndarray) -> list:
+    """The values at rows (int64) of a list or an Arrow array, as Python objects."""
+    if isinstance(column, pa.Array):
+        return column.take(rows).to_pylist()
+    return list(map(column.__getitem__, rows.tolist()))

@@ -403,7 +403,7 @@ def build_columnar_tables(
     activities: Activities,
     activity_rows: np.ndarray,
     annotations: list[tuple[str | None, int, int]],
-    launches: dict[int, int],
+    launches: rank_columns.Launches,
 ) -> dict[str, pa.Table]:
     """build_trace_tables for a parser that hands columns instead of one dict per event (kineto fast path).
 
@@ -411,7 +411,7 @@ def build_columnar_tables(
     correlation_id, group_size, in_msg_nelems, out_msg_nelems, bytes, args_json, collective_name,
     process_group_name, msg_dtype as lists or Arrow arrays; start_ns, end_ns as int64 arrays). activities: the GPU
     activities' columns (rank_columns), at activity_rows of the events table; annotations: the CPU annotations'
-    (name, start_ns, end_ns); launches: correlation id -> launch start of the runtime events. Same tables.
+    (name, start_ns, end_ns); launches: the launch start of each correlation id (runtime events). Same tables.
     """
     excluded = rank_columns.mark(activities, annotations, launches)
     if excluded:
