@@ -33,7 +33,7 @@ import math
 import operator
 import os
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import compress
@@ -507,6 +507,7 @@ _ARGS_GETTERS = tuple((field, operator.attrgetter(field)) for field in kineto_fa
 # stored category -> a small code; the GPU activities first (code < len(GPU_ACTIVITIES))
 _CATEGORY_CODE = {name: code for code, name in enumerate(dict.fromkeys([*GPU_ACTIVITIES, *CATEGORIES.values()]))}
 _ANNOTATION, _RUNTIME = _CATEGORY_CODE["annotation"], _CATEGORY_CODE["runtime"]
+_CATEGORY_NAMES = pa.array(list(_CATEGORY_CODE), pa.string())
 
 
 def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list, list[str]]:
@@ -538,6 +539,8 @@ def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
 
 def _int64s(values: list) -> list:
     """as_int64 of each value; ints and None as they are (an int fits int64 on the fast path: has_big_int)."""
+    if values and values[0] is None and values.count(None) == len(values):  # an absent key: by identity, fast
+        return values
     if set(map(type, values)) <= _INT_OR_NONE:
         return values
     return [value if type(value) is int or value is None else as_int64(value) for value in values]
@@ -600,11 +603,14 @@ class _StructColumns(_Collected):
             decoded = decode_args(joined)
         except ValueError:  # msgspec.ValidationError: args that are not an object (the checked path reads {})
             raise NotSure("args that are not a JSON object") from None
-        args = decoded[::2]  # the others are the separators
-        if len(decoded) != 2 * count - 1 or not set(map(type, args)) <= {self.args_type}:
+        if len(decoded) != 2 * count - 1:
             raise NotSure("args that are not a JSON object")
+        args = decoded[::2]  # the others are the separators
         del decoded
-        values = {field: list(map(getter, args)) for field, getter in _ARGS_GETTERS}
+        try:  # every element is an args struct, or a number (args that are not an object) that has no such field
+            values = {field: list(map(getter, args)) for field, getter in _ARGS_GETTERS}
+        except AttributeError:
+            raise NotSure("args that are not a JSON object") from None
         del args
         device, stream = _device_and_stream(values["device"], values["stream"], stored, list(map(_DEVICE_SIDE, infos)))
         del stored
@@ -647,6 +653,7 @@ class _StructColumns(_Collected):
         correlation = columns["correlation_id"] = pa.array(columns["correlation_id"], pa.int64())
         no_device = device.is_null().to_numpy(zero_copy_only=False)
         with_correlation = correlation.is_valid().to_numpy(zero_copy_only=False)
+        self.codes = codes
         self.breakdown_rows = np.flatnonzero((codes < len(GPU_ACTIVITIES)) | ((codes == _ANNOTATION) & no_device))
         self.launch_rows = np.flatnonzero((codes == _RUNTIME) & with_correlation)
         return columns
@@ -665,14 +672,15 @@ def _device_and_stream(device: list, stream: list, events: list, device_side: li
     stream = _either(_int64s(stream), events, _TID)
     if every:
         return device, stream
-    return _scatter(device, device_side), _scatter(stream, device_side)
+    rows = list(compress(range(count), device_side))
+    return _scatter(device, rows, count), _scatter(stream, rows, count)
 
 
-def _scatter(values: list, where: list[bool]) -> list:
-    """values at the True places of where, None elsewhere."""
-    spread = np.full(len(where), None, dtype=object)
-    spread[np.flatnonzero(where)] = values
-    return spread.tolist()
+def _scatter(values: list, rows: list[int], count: int) -> list:
+    """A list of count values: values at rows, None elsewhere."""
+    spread = [None] * count
+    deque(map(spread.__setitem__, rows, values), maxlen=0)  # a C-level loop
+    return spread
 
 
 def _either(values: list, events: list, fallback) -> list:
@@ -788,18 +796,24 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
+    codes = getattr(collected, "codes", None)  # _StructColumns: the category codes of the stored events
     activities, rows, annotations, launches = _breakdown_inputs(
-        columns, collected.breakdown_rows, collected.launch_rows
+        columns, collected.breakdown_rows, collected.launch_rows, codes
     )
+    if codes is not None:  # the category column from its codes (Arrow's cast) rather than from the list of text
+        columns["category"] = pa.DictionaryArray.from_arrays(codes, _CATEGORY_NAMES).cast(pa.string())
     return build_columnar_tables(landed, context, columns, activities, rows, annotations, launches)
 
 
 def _breakdown_inputs(
-    columns: dict, wanted: list[int] | np.ndarray, launch_rows: list[int] | np.ndarray
+    columns: dict,
+    wanted: list[int] | np.ndarray,
+    launch_rows: list[int] | np.ndarray,
+    codes: np.ndarray | None = None,
 ) -> tuple[Activities, np.ndarray, list[tuple], Launches]:
     """What the breakdowns read: the GPU activities' columns and their rows, the CPU annotations' (name, start,
     end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations. The columns
-    are lists or Arrow arrays."""
+    are lists or Arrow arrays; codes: the categories' _CATEGORY_CODE when known."""
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
     category, name, correlation = columns["category"], columns["name"], columns["correlation_id"]
     wanted, launch_rows = np.asarray(wanted, dtype=np.int64), np.asarray(launch_rows, dtype=np.int64)
@@ -808,8 +822,10 @@ def _breakdown_inputs(
     else:
         launch_ids = np.array(_pick(correlation, launch_rows), dtype=np.int64)
     launches = Launches.of(launch_ids, start_ns[launch_rows])
-    wanted_list = wanted.tolist()
-    is_activity = np.array([category[row] in _BREAKDOWN_INPUT for row in wanted_list], dtype=bool)
+    if codes is not None:
+        is_activity = codes[wanted] < len(GPU_ACTIVITIES)
+    else:
+        is_activity = np.array([category[row] in _BREAKDOWN_INPUT for row in wanted.tolist()], dtype=bool)
     at, others = wanted[is_activity], wanted[~is_activity]
     annotations = list(zip(_pick(name, others), start_ns[others].tolist(), end_ns[others].tolist()))
     activities = Activities(
