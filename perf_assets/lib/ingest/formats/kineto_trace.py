@@ -555,11 +555,13 @@ def _times(values: list) -> list:
 
 class _StructColumns(_Collected):
     """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
-    event: a chunk's complete events are turned into columns by one transposition (astuple, zip), and each
-    column is checked and converted in one C-level pass (map, set of types); Python code runs per event only
-    where a value is unusual (a string where an int is expected, a missing device...). The same decisions as
-    _Collected.add and _event, value for value. The args of stored events are decoded into a struct of the
-    keys read (kineto_fast.ARGS_READ), and args_json is their raw text, compacted; the others stay raw JSON."""
+    event: the fields of a chunk's stored events are read one C-level pass per field (map over attrgetter), and
+    each column is checked and converted in one C-level pass (map, set of types; an absent key by identity);
+    Python code runs per event only where a value is unusual (a string where an int is expected, a missing
+    device...). The same decisions as _Collected.add and _event, value for value. The args of stored events are
+    compacted (one msgspec.json.format call per chunk) and decoded from that text into a struct of the keys read
+    (kineto_fast.ARGS_READ); args_json is the compacted text (trace_tables.CompactTexts); the other events' args
+    stay raw JSON. The rows the breakdowns read are found from category codes once all chunks are in (columns)."""
 
     def __init__(self, complete_type: type, args_type: type) -> None:
         super().__init__()

@@ -328,7 +328,7 @@ _BETWEEN_ARGS = b",-0.0e-0,"
 
 def joined_args(raws: list) -> bytes:
     """The raw args objects as one JSON array, separated by _BETWEEN_ARGS (compact_args' input)."""
-    return b"[" + _BETWEEN_ARGS.join(raws) + b"]"
+    return b"[%b]" % _BETWEEN_ARGS.join(raws)  # one copy of the joined text, not two
 
 
 def compact_args(raws: list) -> tuple[bytes, list[bytes]]:
@@ -340,7 +340,10 @@ def compact_args(raws: list) -> tuple[bytes, list[bytes]]:
     `{` and ends with `}`, so only an occurrence inside one object's compact text can add a split, and then the count
     differs: each object is formatted alone instead."""
     formatted = msgspec.json.format(joined_args(raws), indent=-1)
-    compact = formatted[1:-1].split(_BETWEEN_ARGS)
+    compact = formatted.split(_BETWEEN_ARGS)  # then the brackets off the ends, without a copy of the whole text
+    compact[0], compact[-1] = compact[0][1:], compact[-1][:-1]
+    if len(compact) == 1:  # one object: both brackets were on the same part
+        compact[0] = formatted[1:-1]
     return formatted, compact if len(compact) == len(raws) else list(map(_COMPACT, raws))
 
 
