@@ -349,3 +349,13 @@ def test_a_gzip_of_several_members_is_read_whole_and_the_bound_still_holds(sampl
     monkeypatch.setenv("PERFWH_TRACE_MAX_JSON_BYTES", str(len(whole) - 1))
     with pytest.raises(QuarantineError, match="over the reader's bound"):
         kineto_trace.read_bytes(describe(members.parent.parent, members))
+
+
+def test_a_gzip_trailer_that_overstates_the_size_reserves_little_and_is_refused(samples, tmp_path):
+    """A trailer claiming 4 GiB: the buffer guess is capped at what deflate can expand the file to, and the gzip
+    reader's size check refuses the file as corrupt."""
+    original = (samples / "kineto" / "hta_mi250_rocm6.2.json.gz").read_bytes()
+    lying = _write(tmp_path, original[:-4] + (2**32 - 1).to_bytes(4, "little"), "lying.json.gz")
+    assert kineto_trace._expected_size(lying, compressed=True) <= len(original) * kineto_trace.DEFLATE_MAX_RATIO
+    with pytest.raises(QuarantineError, match="truncated or corrupt gzip"):
+        kineto_trace.read_bytes(describe(lying.parent.parent, lying))

@@ -126,9 +126,13 @@ def _read_bounded(handle, limit: int, expected: int = 0) -> bytearray:
     return data
 
 
+DEFLATE_MAX_RATIO = 1032  # deflate cannot expand data more than about 1032-fold
+
+
 def _expected_size(path, compressed: bool) -> int:
     """The decompressed size a gzip file states in its trailer (ISIZE: modulo 2**32, of the last member only, so a
-    guess), else the file's size."""
+    guess; capped at what deflate can expand the file to, so a corrupt trailer cannot make a small file reserve the
+    whole bound), else the file's size."""
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
         if not compressed:
@@ -136,7 +140,7 @@ def _expected_size(path, compressed: bool) -> int:
         if size < 18:  # shorter than a gzip header and trailer
             return 0
         handle.seek(-4, os.SEEK_END)
-        return int.from_bytes(handle.read(4), "little")
+        return min(int.from_bytes(handle.read(4), "little"), size * DEFLATE_MAX_RATIO)
 
 
 def read_bytes(landed: LandedFile) -> bytearray:
