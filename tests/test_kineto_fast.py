@@ -335,3 +335,27 @@ def test_args_that_are_not_an_object_give_the_checked_tables(tmp_path, chunk_par
     events = [dict(KERNEL, args={"correlation": 1}), dict(KERNEL, ts=110, args=args), dict(KERNEL, ts=120)]
     taken = _both(_write(tmp_path, json.dumps({"traceEvents": events}).encode()))
     assert taken == ("stdlib" if chunk_parser == "msgspec" else "fast")
+
+
+def test_a_gzip_of_several_members_is_read_whole_and_the_bound_still_holds(samples, tmp_path, monkeypatch):
+    """read_bytes sizes its buffer from gzip's trailer (ISIZE), which states only the last member's size: a trace
+    written as several gzip members is still read whole, and one over the bound is still refused."""
+    original = samples / "kineto" / "hta_mi250_rocm6.2.json.gz"
+    whole = gzip.decompress(original.read_bytes())
+    cut = len(whole) - 100  # the last member states 100 bytes of a much longer document
+    members = _write(tmp_path, gzip.compress(whole[:cut]) + gzip.compress(whole[cut:]), "members.json.gz")
+    assert bytes(kineto_trace.read_bytes(describe(members.parent.parent, members))) == whole
+    assert kineto_trace.parse_kineto_trace(describe(members.parent.parent, members))["trace_events"].num_rows > 0
+    monkeypatch.setenv("PERFWH_TRACE_MAX_JSON_BYTES", str(len(whole) - 1))
+    with pytest.raises(QuarantineError, match="over the reader's bound"):
+        kineto_trace.read_bytes(describe(members.parent.parent, members))
+
+
+def test_a_gzip_trailer_that_overstates_the_size_reserves_little_and_is_refused(samples, tmp_path):
+    """A trailer claiming 4 GiB: the buffer guess is capped at what deflate can expand the file to, and the gzip
+    reader's size check refuses the file as corrupt."""
+    original = (samples / "kineto" / "hta_mi250_rocm6.2.json.gz").read_bytes()
+    lying = _write(tmp_path, original[:-4] + (2**32 - 1).to_bytes(4, "little"), "lying.json.gz")
+    assert kineto_trace._expected_size(lying, compressed=True) <= len(original) * kineto_trace.DEFLATE_MAX_RATIO
+    with pytest.raises(QuarantineError, match="truncated or corrupt gzip"):
+        kineto_trace.read_bytes(describe(lying.parent.parent, lying))

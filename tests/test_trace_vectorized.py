@@ -124,3 +124,23 @@ def test_numpy_breakdowns_equal_the_pure_definitions(seed):
     steps = [(1, base, base + 500_000), (2, base + 500_000, base + 1_700_000), (3, base + 3_000_000, base + 3_000_001)]
     spans = [(start, end) for start, end, *_ in rows]
     assert step_busy(steps, spans) == reference_step_busy(steps, spans)
+
+
+def test_launches_by_sorted_ids_equal_the_dict_of_launch_starts():
+    """rank_columns.Launches (sorted ids, searchsorted) finds what a dict built in event order finds: the last runtime
+    call of a repeated correlation id, nothing for an id without a call or for None."""
+    import numpy as np
+
+    from perf_assets.lib.traces.rank_columns import Launches
+
+    rng = random.Random(7)
+    for _ in range(200):
+        calls = [(rng.randint(-3, 12), rng.randint(0, 10**12)) for _ in range(rng.randint(0, 15))]
+        wanted = [rng.choice([None, *range(-4, 14)]) for _ in range(rng.randint(0, 15))]
+        launches = Launches.of(
+            np.array([id_ for id_, _ in calls], dtype=np.int64), np.array([start for _, start in calls], dtype=np.int64)
+        )
+        starts, known = launches.find(wanted)
+        expected = dict(calls)
+        assert known.tolist() == [id_ in expected for id_ in wanted]
+        assert starts.tolist() == [expected.get(id_, 0) for id_ in wanted]

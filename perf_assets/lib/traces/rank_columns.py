@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from perf_assets.lib.traces.breakdown import COMMUNICATION, Breakdown, breakdown_of, classify_kernel
 from perf_assets.lib.traces.idle_time import idle_of
@@ -42,15 +43,49 @@ class Activities:
         return len(self.category)
 
 
-def mark(activities: Activities, annotations: list[tuple[str | None, int, int]], launches: dict[int, int]) -> int:
+@dataclass(frozen=True)
+class Launches:
+    """The start of the runtime call that launched each correlation id (rank_tables.launch_starts as arrays): ids
+    sorted and unique, the last call of an id kept, as a dict built in event order keeps it."""
+
+    correlation: np.ndarray  # int64, sorted, unique
+    start_ns: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, correlation: np.ndarray, start_ns: np.ndarray) -> Launches:
+        """From the runtime calls' correlation ids and starts (int64), in event order."""
+        order = np.argsort(correlation, kind="stable")
+        ids, starts = correlation[order], start_ns[order]
+        last = np.ones(len(ids), dtype=bool)
+        last[:-1] = ids[1:] != ids[:-1]
+        return cls(ids[last], starts[last])
+
+    def find(self, correlation: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
+        """(launch start, 0 where unknown; whether known) of each correlation id (None: unknown)."""
+        values = pa.array(correlation, pa.int64())
+        ids = values.fill_null(0).to_numpy()
+        if not len(self.correlation):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        at = np.minimum(np.searchsorted(self.correlation, ids), len(self.correlation) - 1)
+        known = values.is_valid().to_numpy(zero_copy_only=False) & (self.correlation[at] == ids)
+        return np.where(known, self.start_ns[at], 0), known
+
+
+def kernel_types(names: list[str | None], categories: list[str]) -> list[str]:
+    """classify_kernel of each (name, category), each distinct pair classified once (kernel names repeat)."""
+    pairs = list(zip(names, categories))
+    types = dict.fromkeys(pairs)
+    for name, category in types:
+        types[name, category] = classify_kernel(name, category)
+    return list(map(types.__getitem__, pairs))
+
+
+def mark(activities: Activities, annotations: list[tuple[str | None, int, int]], launches: Launches) -> int:
     """Kernel types, launch starts and `in_breakdown` of every activity (mark_activities); returns how many
-    activities are excluded. annotations: the CPU annotations' (name, start_ns, end_ns); launches: correlation id
-    -> start of the runtime call."""
-    activities.kernel_type = np.array(list(map(classify_kernel, activities.name, activities.category)), dtype=object)
-    launched = np.array(list(map(launches.get, activities.correlation)), dtype=object)
-    known = launched != None  # noqa: E711 - elementwise over an object array
-    launched[~known] = 0
-    activities.launched_ns, activities.launch_known = launched.astype(np.int64), known.astype(bool)
+    activities are excluded. annotations: the CPU annotations' (name, start_ns, end_ns); launches: the runtime
+    calls by correlation id."""
+    activities.kernel_type = np.array(kernel_types(activities.name, activities.category), dtype=object)
+    activities.launched_ns, activities.launch_known = launches.find(activities.correlation)
     cutoff = last_step_start((name, start) for name, start, _ in annotations)
     if cutoff is None:
         activities.in_breakdown = np.ones(len(activities), dtype=bool)

@@ -33,33 +33,30 @@ import math
 import operator
 import os
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import compress
-from itertools import count as count_from
 
 import numpy as np
 import pyarrow as pa
-from msgspec.structs import astuple as _astuple
 
 from perf_assets.lib.ingest.formats import kineto_fast
 from perf_assets.lib.ingest.formats.errors import QuarantineError
 from perf_assets.lib.ingest.formats.kineto_fast import EventChunks, NotSure, has_big_int, loads_function
 from perf_assets.lib.ingest.formats.trace_tables import (
     GPU_ACTIVITIES,
+    CompactTexts,
     TraceContext,
-    args_json_array,
     args_json_in_order,
     as_int64,
     build_columnar_tables,
     build_trace_tables,
     compact_args,
     int_or_text,
-    joined_args,
 )
 from perf_assets.lib.ingest.landing import LandedFile
-from perf_assets.lib.traces.rank_columns import Activities
+from perf_assets.lib.traces.rank_columns import Activities, Launches
 
 try:  # ISA-L's gzip reader: the same format, checks and exceptions as the gzip module, about 3x faster
     from isal import igzip as _gzip
@@ -104,10 +101,23 @@ def max_json_bytes() -> int:
     return int(os.environ.get("PERFWH_TRACE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
 
 
-def _read_bounded(handle, limit: int) -> bytearray:
-    """At most limit + 1 bytes, read in 1 MiB blocks (one big read() would allocate the whole bound) into one
-    growing buffer (joining a list of blocks would hold the document twice)."""
-    data = bytearray()
+def _read_bounded(handle, limit: int, expected: int = 0) -> bytearray:
+    """At most limit + 1 bytes into one buffer. expected: the likely size (gzip's ISIZE, the file size): a buffer of
+    that size (+ 1, capped at the bound) is filled in place by readinto, so a right guess copies nothing and the
+    buffer never moves (a growing buffer is copied as it grows, and then briefly held twice: the peak memory
+    varied by the document's size run to run). Past a wrong guess the buffer grows in 1 MiB blocks (one big read()
+    would allocate the whole bound; joining a list of blocks would hold the document twice)."""
+    data = bytearray(min(max(expected, 0), limit) + 1)
+    filled = 0
+    with memoryview(data) as view:
+        while filled < len(data):
+            read = handle.readinto(view[filled : filled + (1 << 20)])
+            if not read:
+                break
+            filled += read
+    if filled < len(data):  # the end came first (a 1-byte shrink keeps the buffer where it is)
+        del data[filled:]
+        return data
     while len(data) <= limit:
         block = handle.read(min(1 << 20, limit + 1 - len(data)))
         if not block:
@@ -116,14 +126,32 @@ def _read_bounded(handle, limit: int) -> bytearray:
     return data
 
 
+DEFLATE_MAX_RATIO = 1032  # deflate cannot expand data more than about 1032-fold
+
+
+def _expected_size(path, compressed: bool) -> int:
+    """The decompressed size a gzip file states in its trailer (ISIZE: modulo 2**32, of the last member only, so a
+    guess; capped at what deflate can expand the file to, so a corrupt trailer cannot make a small file reserve the
+    whole bound), else the file's size."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if not compressed:
+            return size
+        if size < 18:  # shorter than a gzip header and trailer
+            return 0
+        handle.seek(-4, os.SEEK_END)
+        return min(int.from_bytes(handle.read(4), "little"), size * DEFLATE_MAX_RATIO)
+
+
 def read_bytes(landed: LandedFile) -> bytearray:
     """The decompressed JSON (at most max_json_bytes()), or QuarantineError for bad gzip, too big, empty."""
     limit = max_json_bytes()
     with open(landed.path, "rb") as handle:
         compressed = handle.read(2) == GZIP_MAGIC
+    expected = _expected_size(landed.path, compressed)
     try:
         with (_gzip.open if compressed else open)(landed.path, "rb") as handle:
-            data = _read_bounded(handle, limit)
+            data = _read_bounded(handle, limit, expected)
     except (EOFError, gzip.BadGzipFile, zlib.error, _DeflateError) as error:
         raise QuarantineError(f"truncated or corrupt gzip ({error}); deliver the trace again") from None
     if len(data) > limit:
@@ -477,7 +505,14 @@ _INT_ARGS = (("group_size", "Group size"), ("in_msg_nelems", "In msg nelems"), (
 _INT_ARGS += (("bytes", "bytes"),)
 
 
-_CAT, _TS = operator.attrgetter("cat"), operator.attrgetter("ts")
+_CAT, _NAME, _PID, _TID = (operator.attrgetter(field) for field in ("cat", "name", "pid", "tid"))
+_TS, _DUR, _ARGS = (operator.attrgetter(field) for field in ("ts", "dur", "args"))
+_ARGS_GETTERS = tuple((field, operator.attrgetter(field)) for field in kineto_fast.ARGS_READ)
+# stored category -> a small code; the GPU activities first (code < len(GPU_ACTIVITIES))
+_CATEGORY_CODE = {name: code for code, name in enumerate(dict.fromkeys([*GPU_ACTIVITIES, *CATEGORIES.values()]))}
+_ANNOTATION, _RUNTIME = _CATEGORY_CODE["annotation"], _CATEGORY_CODE["runtime"]
+_CATEGORY_NAMES: list[pa.Array] = []  # the codes' texts as Arrow, made at first use (not at import: Arrow sets up its
+# memory pool at its first allocation, which bench/bench_traces.py counts as part of a load's peak memory)
 
 
 def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list, list[str]]:
@@ -502,16 +537,15 @@ def _kept(complete: list, infos: list, times: bool = False) -> tuple[list, list,
 def _cat_infos(cats: list) -> list[tuple[str, str | None, bool]]:
     """_cat_info of each raw `cat`, through the cache in one C-level pass where every cat is a known string."""
     try:
-        infos = list(map(_CAT_INFO.get, cats))
-    except TypeError:  # an unhashable cat (a JSON array or object)
-        infos = [None] * len(cats)
-    if None in infos:
-        infos = [info if info is not None else _cat_info(cat) for info, cat in zip(infos, cats)]
-    return infos
+        return list(map(_CAT_INFO.__getitem__, cats))
+    except (KeyError, TypeError):  # a cat not seen yet, or unhashable (a JSON array or object)
+        return [_cat_info(cat) for cat in cats]
 
 
 def _int64s(values: list) -> list:
     """as_int64 of each value; ints and None as they are (an int fits int64 on the fast path: has_big_int)."""
+    if values and values[0] is None and values.count(None) == len(values):  # an absent key: by identity, fast
+        return values
     if set(map(type, values)) <= _INT_OR_NONE:
         return values
     return [value if type(value) is int or value is None else as_int64(value) for value in values]
@@ -526,18 +560,21 @@ def _times(values: list) -> list:
 
 class _StructColumns(_Collected):
     """_Collected for msgspec event structs (kineto_fast.struct_decoders), column by column instead of event by
-    event: a chunk's complete events are turned into columns by one transposition (astuple, zip), and each
-    column is checked and converted in one C-level pass (map, set of types); Python code runs per event only
-    where a value is unusual (a string where an int is expected, a missing device...). The same decisions as
-    _Collected.add and _event, value for value. The args of stored events are decoded into a struct of the
-    keys read (kineto_fast.ARGS_READ), and args_json is their raw text, compacted; the others stay raw JSON."""
+    event: the fields of a chunk's stored events are read one C-level pass per field (map over attrgetter), and
+    each column is checked and converted in one C-level pass (map, set of types; an absent key by identity);
+    Python code runs per event only where a value is unusual (a string where an int is expected, a missing
+    device...). The same decisions as _Collected.add and _event, value for value. The args of stored events are
+    compacted (one msgspec.json.format call per chunk) and decoded from that text into a struct of the keys read
+    (kineto_fast.ARGS_READ); args_json is the compacted text (trace_tables.CompactTexts); the other events' args
+    stay raw JSON. The rows the breakdowns read are found from category codes once all chunks are in (columns)."""
 
     def __init__(self, complete_type: type, args_type: type) -> None:
         super().__init__()
         self.complete_type = complete_type  # the struct of complete (ph X) events; other phases are empty structs
         self.args_type = args_type  # the struct of the args read (kineto_fast.ARGS_READ)
         self.lists: dict[str, list] = {field: [] for field in FIELDS if field != "args_json"}
-        self.args_json: list[pa.Array] = []  # one string array per chunk
+        self.args_json = CompactTexts()
+        self.all_int = True  # every stored ts and dur is an int (µs traces)
         self.count = 0
 
     def add(self, chunk: list, decode_args) -> None:
@@ -548,113 +585,117 @@ class _StructColumns(_Collected):
             return
         if len(self.sample) < 1000:
             self.sample.extend(map(_ts, map(_TS, complete[: 1000 - len(self.sample)])))
-        infos = _cat_infos(list(map(_CAT, complete)))
-        stored, kept_infos, dropped = _kept(complete, infos)  # only stored events are transposed
-        if stored:
-            _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
-            if not (set(map(type, starts)) <= _NUMBER_TYPES and set(map(type, durations)) <= _NUMBER_TYPES):
-                starts, durations = _times(starts), _times(durations)
-                if None in starts or None in durations:  # rare: events without ts/dur are not stored either
-                    stored, kept_infos, dropped = _kept(complete, infos, times=True)
-                    if stored:
-                        _, names, pids, tids, starts, durations, raws = zip(*map(_astuple, stored))
-                        starts, durations = _times(starts), _times(durations)
+        all_infos = _cat_infos(list(map(_CAT, complete)))
+        stored, infos, dropped = _kept(complete, all_infos)  # only stored events are read further
+        starts, durations = list(map(_TS, stored)), list(map(_DUR, stored))
+        types = set(map(type, starts)) | set(map(type, durations))
+        self.all_int = self.all_int and types <= {int}
+        if not types <= _NUMBER_TYPES:
+            self.all_int = False
+            starts, durations = _times(starts), _times(durations)
+            if None in starts or None in durations:  # rare: events without ts/dur are not stored either
+                stored, infos, dropped = _kept(complete, all_infos, times=True)
+                starts, durations = _times(list(map(_TS, stored))), _times(list(map(_DUR, stored)))
         self.not_kept.update(dropped)
-        del complete, stored
-        infos = kept_infos
-        categories = list(map(_CATEGORY, infos))
-        count = len(categories)
+        del complete, all_infos
+        count = len(stored)
         if not count:
             return
-        joined = joined_args(raws)
+        categories = list(map(_CATEGORY, infos))
+        names = list(map(_NAME, stored))
+        joined, compact = compact_args(list(map(_ARGS, stored)))  # the args compacted: one JSON array, one text each
         if has_big_int(joined):  # the checked path keeps such an integer as text, in args_json too
             raise NotSure("an integer literal beyond int64 in the args of a stored event")
         try:
             decoded = decode_args(joined)
         except ValueError:  # msgspec.ValidationError: args that are not an object (the checked path reads {})
             raise NotSure("args that are not a JSON object") from None
-        args = decoded[::2]  # the others are the separators
-        if len(decoded) != 2 * count - 1 or not set(map(type, args)) <= {self.args_type}:
+        if len(decoded) != 2 * count - 1:
             raise NotSure("args that are not a JSON object")
+        args = decoded[::2]  # the others are the separators
         del decoded
-        device, stream, correlation, *sizes, collective, group, dtype = zip(*map(_astuple, args))
+        try:  # every element is an args struct, or a number (args that are not an object) that has no such field
+            values = {field: list(map(getter, args)) for field, getter in _ARGS_GETTERS}
+        except AttributeError:
+            raise NotSure("args that are not a JSON object") from None
         del args
-        device, stream = _device_and_stream(device, stream, pids, tids, list(map(_DEVICE_SIDE, infos)))
-        correlation = _int64s(correlation)
+        device, stream = _device_and_stream(values["device"], values["stream"], stored, list(map(_DEVICE_SIDE, infos)))
+        del stored
         if not set(map(type, names)) <= _TEXT_OR_NONE:
             names = [_text(name) for name in names]
-        offset = self.count
-        self.breakdown_rows += [
-            offset + row
-            for row, category, index in zip(count_from(), categories, device)
-            if category in _BREAKDOWN_INPUT or (category == "annotation" and index is None)
-        ]
-        self.launch_rows += [
-            offset + row
-            for row, category, launch in zip(count_from(), categories, correlation)
-            if category == "runtime" and launch is not None
-        ]
         lists = self.lists
-        for field, values in (
+        for field, column in (
             ("category", categories),
             ("name", names),
             ("device_index", device),
             ("stream", stream),
             ("ts", starts),
             ("dur", durations),
-            ("correlation_id", correlation),
+            ("correlation_id", _int64s(values["correlation"])),
         ):
-            lists[field] += values
-        for (field, _), values in zip(_INT_ARGS, sizes):
-            lists[field] += _int64s(values)
-        for field, values in zip(COLLECTIVE_ARGS, (collective, group, dtype)):
-            if values.count(None) != count:  # kernels only, as text
-                values = [
+            lists[field] += column
+        for field, _ in _INT_ARGS:
+            lists[field] += _int64s(values[field])
+        for field in COLLECTIVE_ARGS:
+            column = values[field]
+            if column.count(None) != count:  # kernels only, as text
+                column = [
                     None if value is None or category != "kernel" else str(value)
-                    for value, category in zip(values, categories)
+                    for value, category in zip(column, categories)
                 ]
-            lists[field] += values
-        self.args_json.append(args_json_array(compact_args(joined, raws)))
+            lists[field] += column
+        self.args_json.add(compact)
         self.count += count
 
     def columns(self) -> dict[str, object]:
         columns: dict[str, object] = dict(self.lists)
-        columns["args_json"] = pa.concat_arrays(self.args_json) if self.args_json else pa.array([], pa.string())
-        self.lists, self.args_json = {}, []
+        if self.args_json.size >= 2**31:  # beyond a string array's int32 offsets
+            raise NotSure("args_json too large for one string array")
+        columns["args_json"] = self.args_json.array()
+        self.lists = {}
+        # the rows the breakdowns read, from the whole columns at once (device and correlation become Arrow here)
+        category = columns["category"]
+        codes = np.fromiter(map(_CATEGORY_CODE.__getitem__, category), dtype=np.int8, count=len(category))
+        device = columns["device_index"] = pa.array(columns["device_index"], pa.int64())
+        correlation = columns["correlation_id"] = pa.array(columns["correlation_id"], pa.int64())
+        no_device = device.is_null().to_numpy(zero_copy_only=False)
+        with_correlation = correlation.is_valid().to_numpy(zero_copy_only=False)
+        self.codes = codes
+        self.breakdown_rows = np.flatnonzero((codes < len(GPU_ACTIVITIES)) | ((codes == _ANNOTATION) & no_device))
+        self.launch_rows = np.flatnonzero((codes == _RUNTIME) & with_correlation)
         return columns
 
 
-def _device_and_stream(
-    device: tuple, stream: tuple, pids: tuple, tids: tuple, device_side: list[bool]
-) -> tuple[list, list]:
-    """device_index and stream of each event: args.device (else pid) and args.stream (else tid) for device-side
-    categories, None for the others (as _event)."""
+def _device_and_stream(device: list, stream: list, events: list, device_side: list[bool]) -> tuple[list, list]:
+    """device_index and stream of each event: args.device (else the event's pid) and args.stream (else its tid) for
+    device-side categories, None for the others (as _event)."""
     count = len(device_side)
     if True not in device_side:
         return [None] * count, [None] * count
     every = False not in device_side
     if not every:
-        device, stream, pids, tids = (list(compress(values, device_side)) for values in (device, stream, pids, tids))
-    device = _either(_int64s(device), pids)
-    stream = _either(_int64s(stream), tids)
+        device, stream, events = (list(compress(values, device_side)) for values in (device, stream, events))
+    device = _either(_int64s(device), events, _PID)
+    stream = _either(_int64s(stream), events, _TID)
     if every:
         return device, stream
-    return _scatter(device, device_side), _scatter(stream, device_side)
+    rows = list(compress(range(count), device_side))
+    return _scatter(device, rows, count), _scatter(stream, rows, count)
 
 
-def _scatter(values: list, where: list[bool]) -> list:
-    """values at the True places of where, None elsewhere."""
-    spread = np.full(len(where), None, dtype=object)
-    spread[np.flatnonzero(where)] = values
-    return spread.tolist()
+def _scatter(values: list, rows: list[int], count: int) -> list:
+    """A list of count values: values at rows, None elsewhere."""
+    spread = [None] * count
+    deque(map(spread.__setitem__, rows, values), maxlen=0)  # a C-level loop
+    return spread
 
 
-def _either(values: list, fallback: list) -> list:
-    """values, with the fallback (as_int64, range checked: on the msgspec path no check of the whole document
-    has cleared pid and tid) where a value is None."""
+def _either(values: list, events: list, fallback) -> list:
+    """values, with the event's fallback field (as_int64, range checked: on the msgspec path no check of the whole
+    document has cleared pid and tid) where a value is None."""
     if None not in values:
         return values
-    return [value if value is not None else as_int64(alternative) for value, alternative in zip(values, fallback)]
+    return [value if value is not None else as_int64(fallback(event)) for value, event in zip(values, events)]
 
 
 def _fits_int64(value: object) -> bool:
@@ -698,19 +739,28 @@ def _nanoseconds(values: list, mode: str, base: int | None) -> np.ndarray:
     return ns
 
 
-def _start_end_ns(starts: list, durations: list, mode: str, base: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _start_end_ns(
+    starts: list, durations: list, mode: str, base: int | None, all_int: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """_nanoseconds of the starts and of start + dur (with Python's types), the end never before the start.
-    All ints (µs traces): the sums in int64, exact, once the bound below shows they fit."""
-    if starts and set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}:
+    All ints (µs traces; all_int when the caller has checked the types, None: checked here): the sums in int64,
+    exact, once the bound below shows they fit."""
+    if all_int is None:
+        all_int = set(map(type, starts)) <= {int} and set(map(type, durations)) <= {int}
+    if starts and all_int:
         offset = base or 0
-        largest = max(max(starts), -min(starts)) + max(max(durations), -min(durations))  # bounds |start + dur| too
+        try:
+            start_us, dur_us = np.array(starts, dtype=np.int64), np.array(durations, dtype=np.int64)
+        except OverflowError:  # an int beyond int64
+            raise NotSure("timestamps too large for the vectorized conversion") from None
+        # as Python ints (np.abs(-2**63) would overflow); bounds |start + dur| too
+        largest = max(int(start_us.max()), -int(start_us.min())) + max(int(dur_us.max()), -int(dur_us.min()))
         if not largest < EXACT_US or largest * 1000 + abs(offset) >= 2**63:
             raise NotSure("timestamps too large for the vectorized conversion")
-        start_us = np.array(starts, dtype=np.int64)
         start_ns = (
             start_us * 1000 + offset
         )  # int x: base + round(x × 1000) = int(x) × 1000 (+ base) = x × 1000 (+ base)
-        end_ns = (start_us + np.array(durations, dtype=np.int64)) * 1000 + offset
+        end_ns = (start_us + dur_us) * 1000 + offset
     else:
         start_ns = _nanoseconds(starts, mode, base)
         end_ns = _nanoseconds(_sums(starts, durations), mode, base)
@@ -747,36 +797,60 @@ def _parse_fast(landed: LandedFile, data: bytearray, structs: bool) -> dict[str,
     mode, _, base = time_mode(document, collected.sample)
     columns = collected.columns()
     starts, durations = columns.pop("ts"), columns.pop("dur")
-    columns["start_ns"], columns["end_ns"] = _start_end_ns(starts, durations, mode, base)
+    columns["start_ns"], columns["end_ns"] = _start_end_ns(
+        starts, durations, mode, base, getattr(collected, "all_int", None)
+    )
     del starts, durations
     PARSERS[kineto_fast.parser_name(structs)] += 1  # no NotSure past this point
     _no_kernel_note(context, columns["category"])
+    codes = getattr(collected, "codes", None)  # _StructColumns: the category codes of the stored events
     activities, rows, annotations, launches = _breakdown_inputs(
-        columns, collected.breakdown_rows, collected.launch_rows
+        columns, collected.breakdown_rows, collected.launch_rows, codes
     )
+    if codes is not None:  # the category column from its codes (Arrow's cast) rather than from the list of text
+        if not _CATEGORY_NAMES:
+            _CATEGORY_NAMES.append(pa.array(list(_CATEGORY_CODE), pa.string()))
+        columns["category"] = pa.DictionaryArray.from_arrays(codes, _CATEGORY_NAMES[0]).cast(pa.string())
     return build_columnar_tables(landed, context, columns, activities, rows, annotations, launches)
 
 
 def _breakdown_inputs(
-    columns: dict, wanted: list[int], launch_rows: list[int]
-) -> tuple[Activities, np.ndarray, list[tuple], dict[int, int]]:
+    columns: dict,
+    wanted: list[int] | np.ndarray,
+    launch_rows: list[int] | np.ndarray,
+    codes: np.ndarray | None = None,
+) -> tuple[Activities, np.ndarray, list[tuple], Launches]:
     """What the breakdowns read: the GPU activities' columns and their rows, the CPU annotations' (name, start,
-    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations."""
+    end), and the launches by correlation id. wanted: the rows of GPU activities and CPU annotations. The columns
+    are lists or Arrow arrays; codes: the categories' _CATEGORY_CODE when known."""
     start_ns, end_ns = columns["start_ns"], columns["end_ns"]
     category, name, correlation = columns["category"], columns["name"], columns["correlation_id"]
-    launches = dict(zip(map(correlation.__getitem__, launch_rows), start_ns[launch_rows].tolist()))
-    is_activity = [category[row] in _BREAKDOWN_INPUT for row in wanted]
-    rows = list(compress(wanted, is_activity))
-    others = [row for row, activity in zip(wanted, is_activity) if not activity]
-    annotations = list(zip(map(name.__getitem__, others), start_ns[others].tolist(), end_ns[others].tolist()))
-    at = np.array(rows, dtype=np.int64)
+    wanted, launch_rows = np.asarray(wanted, dtype=np.int64), np.asarray(launch_rows, dtype=np.int64)
+    if isinstance(correlation, pa.Array):  # the launch rows hold no null
+        launch_ids = correlation.take(launch_rows).to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        launch_ids = np.array(_pick(correlation, launch_rows), dtype=np.int64)
+    launches = Launches.of(launch_ids, start_ns[launch_rows])
+    if codes is not None:
+        is_activity = codes[wanted] < len(GPU_ACTIVITIES)
+    else:
+        is_activity = np.array([category[row] in _BREAKDOWN_INPUT for row in wanted.tolist()], dtype=bool)
+    at, others = wanted[is_activity], wanted[~is_activity]
+    annotations = list(zip(_pick(name, others), start_ns[others].tolist(), end_ns[others].tolist()))
     activities = Activities(
-        category=list(map(category.__getitem__, rows)),
-        name=list(map(name.__getitem__, rows)),
-        device=list(map(columns["device_index"].__getitem__, rows)),
-        stream=list(map(columns["stream"].__getitem__, rows)),
-        correlation=list(map(correlation.__getitem__, rows)),
+        category=_pick(category, at),
+        name=_pick(name, at),
+        device=_pick(columns["device_index"], at),
+        stream=_pick(columns["stream"], at),
+        correlation=_pick(correlation, at),
         start_ns=start_ns[at],
         end_ns=end_ns[at],
     )
     return activities, at, annotations, launches
+
+
+def _pick(column: list | pa.Array, rows: np.ndarray) -> list:
+    """The values at rows (int64) of a list or an Arrow array, as Python objects."""
+    if isinstance(column, pa.Array):
+        return column.take(rows).to_pylist()
+    return list(map(column.__getitem__, rows.tolist()))

@@ -13,11 +13,11 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
+from itertools import compress
 
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from perf_assets.lib.contracts import raw_table
 from perf_assets.lib.ingest.landing import LandedFile
@@ -328,26 +328,59 @@ _BETWEEN_ARGS = b",-0.0e-0,"
 
 def joined_args(raws: list) -> bytes:
     """The raw args objects as one JSON array, separated by _BETWEEN_ARGS (compact_args' input)."""
-    return b"[" + _BETWEEN_ARGS.join(raws) + b"]"
+    return b"[%b]" % _BETWEEN_ARGS.join(raws)  # one copy of the joined text, not two
 
 
-def compact_args(joined: bytes, raws: list) -> list[bytes]:
-    """The text of each raw args object (JSON that msgspec has checked) with the whitespace outside its strings
-    removed (msgspec.json.format): args_json of the Kineto fast path, see args_json_array. joined: joined_args(raws).
+def compact_args(raws: list) -> tuple[bytes, list[bytes]]:
+    """(joined_args(raws) with the whitespace outside strings removed, the text of each raw args object so compacted)
+    for raws that msgspec has checked: args_json of the Kineto fast path (CompactTexts). The first is still one
+    JSON array of the objects and the _BETWEEN_ARGS numbers (the args decoder reads it).
 
-    The raws are formatted in one call, joined into a JSON array by _BETWEEN_ARGS, and split on it again: an
-    object starts with `{` and ends with `}`, so only an occurrence inside one object's compact text can add a
-    split, and then the count differs: each object is formatted alone instead."""
-    if not raws:
-        return []
-    compact = msgspec.json.format(joined, indent=-1)[1:-1].split(_BETWEEN_ARGS)
-    return compact if len(compact) == len(raws) else list(map(_COMPACT, raws))
+    The raws are formatted in one msgspec.json.format call and split on _BETWEEN_ARGS again: an object starts with
+    `{` and ends with `}`, so only an occurrence inside one object's compact text can add a split, and then the count
+    differs: each object is formatted alone instead."""
+    formatted = msgspec.json.format(joined_args(raws), indent=-1)
+    compact = formatted.split(_BETWEEN_ARGS)  # then the brackets off the ends, without a copy of the whole text
+    compact[0], compact[-1] = compact[0][1:], compact[-1][:-1]
+    if len(compact) == 1:  # one object: both brackets were on the same part
+        compact[0] = formatted[1:-1]
+    return formatted, compact if len(compact) == len(raws) else list(map(_COMPACT, raws))
 
 
-def args_json_array(compact: list[bytes]) -> pa.Array:
-    """compact_args' texts of one chunk as args_json (Arrow strings), None for `{}`."""
-    array = pa.array(compact, pa.binary())
-    return pc.if_else(pc.equal(array, b"{}"), pa.scalar(None, pa.binary()), array).cast(pa.string())
+class CompactTexts:
+    """args_json of the Kineto fast path from compact_args' texts, chunk by chunk: their bytes joined and their
+    lengths kept, one Arrow string array made from those buffers at the end (no Python str or Arrow conversion per
+    event); `{}` (no args) is null. The texts are ASCII (the msgspec path reads ASCII documents only)."""
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+        self.lengths: list[np.ndarray] = []
+        self.size = 0  # bytes so far
+
+    def add(self, compact: list[bytes]) -> None:
+        lengths = np.fromiter(map(len, compact), dtype=np.int64, count=len(compact))
+        empty = lengths == 2  # a compact JSON object of 2 bytes is `{}`
+        if empty.any():
+            compact = list(compress(compact, (~empty).tolist()))
+            lengths[empty] = 0
+        data = b"".join(compact)
+        self.data.append(data)
+        self.lengths.append(lengths)
+        self.size += len(data)
+
+    def array(self) -> pa.Array:
+        """The texts as one Arrow string array (needs size < 2**31: string offsets are int32)."""
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        valid = lengths != 0
+        nulls = len(valid) - int(valid.sum())
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+        data = b"".join(self.data)
+        self.data, self.lengths = [], []
+        return pa.Array.from_buffers(
+            pa.string(), len(lengths), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+        )
 
 
 _EPOCH = date(1970, 1, 1)
@@ -373,7 +406,7 @@ def build_columnar_tables(
     activities: Activities,
     activity_rows: np.ndarray,
     annotations: list[tuple[str | None, int, int]],
-    launches: dict[int, int],
+    launches: rank_columns.Launches,
 ) -> dict[str, pa.Table]:
     """build_trace_tables for a parser that hands columns instead of one dict per event (kineto fast path).
 
@@ -381,7 +414,7 @@ def build_columnar_tables(
     correlation_id, group_size, in_msg_nelems, out_msg_nelems, bytes, args_json, collective_name,
     process_group_name, msg_dtype as lists or Arrow arrays; start_ns, end_ns as int64 arrays). activities: the GPU
     activities' columns (rank_columns), at activity_rows of the events table; annotations: the CPU annotations'
-    (name, start_ns, end_ns); launches: correlation id -> launch start of the runtime events. Same tables.
+    (name, start_ns, end_ns); launches: the launch start of each correlation id (runtime events). Same tables.
     """
     excluded = rank_columns.mark(activities, annotations, launches)
     if excluded:
