@@ -157,3 +157,85 @@ def test_evaluation_counts_detected_labels_and_unexplained_regressions():
     assert (score["labels"], score["detected_labels"], score["recall"]) == (2, 1, 0.5)
     assert score["precision"] == 1.0 and score["factor_correct"] == 1 and score["rollout_correct"] == 1
     assert evaluate(found, [])["recall"] is None  # no labels: unknown, not zero
+
+
+def fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 3) -> pd.DataFrame:
+    """Two clusters of equal installed capacity at fixed, different rates (program goodput 0.5 and 0.3); on day 8
+    work moves from the faster to the slower (allocation 0.9/0.5 -> 0.5/0.9: the same total). Fleet rows are the
+    clusters' sums."""
+    rng = np.random.default_rng(seed)
+    installed = 32 * 86400 * 989e12
+    rows = []
+    for day in range(days):
+        moved = day >= change_day
+        totals: dict[str, list[float]] = {}
+        for cluster, program, allocation in (("alpha", 0.5, (0.9, 0.5)), ("beta", 0.3, (0.5, 0.9))):
+            levels = {
+                "availability": 0.99,
+                "allocation": allocation[moved],
+                "runtime_goodput": 0.97,
+                "program_goodput": program,
+            }
+            levels = {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
+            denominator, pairs = installed, {}
+            for name, level in levels.items():
+                pairs[name] = (denominator * level, denominator)
+                denominator *= level
+            pairs["goodput"] = (denominator, installed)
+            for node, (numerator, den) in pairs.items():
+                rows.append(
+                    {
+                        "grain": "cluster",
+                        "entity_id": cluster,
+                        "metric_date": START + timedelta(days=day),
+                        "node_id": node,
+                        "numerator": numerator,
+                        "denominator": den,
+                        "direction": 1,
+                    }
+                )
+                total = totals.setdefault(node, [0.0, 0.0])
+                total[0] += numerator
+                total[1] += den
+        for node, (numerator, den) in totals.items():
+            rows.append(
+                {
+                    "grain": "fleet",
+                    "entity_id": "fleet",
+                    "metric_date": START + timedelta(days=day),
+                    "node_id": node,
+                    "numerator": numerator,
+                    "denominator": den,
+                    "direction": 1,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_work_moving_between_clusters_splits_fleet_goodput_as_mix_by_work_done():
+    found = detect_regressions(fleet_metric_tree(), rollout([], START), CLUSTERS, CONFIG)
+    fleet = found[(found["grain"] == "fleet") & (found["metric"] == "goodput")]
+    assert len(fleet) == 1
+    row = fleet.iloc[0]
+    assert row["change_date"] == START + timedelta(days=8) and row["relative_effect"] == pytest.approx(-0.13, abs=0.02)
+    # weighted by installed capacity (which did not move) this read mix +0.0 %; by work done it is mix
+    assert row["mix_basis"] == "allocated_pfs" and row["attribution"] == "mix"
+    assert abs(row["occupancy_effect"]) < 0.01 and abs(row["rate_effect"]) < 0.01
+    total = row["mix_effect"] + row["rate_effect"] + row["occupancy_effect"]
+    assert total == pytest.approx(row["relative_effect"], rel=1e-9)
+    segments = {seg["segment"]: seg for seg in json.loads(row["segments"])}
+    assert segments["alpha"]["weight_before"] > 0.6 > segments["alpha"]["weight_after"]
+    # the clusters' own rows: the factor that moved is allocation (their goodput), the row's own metric otherwise
+    alpha = found[(found["entity_id"] == "alpha")].set_index("metric")
+    assert alpha.loc["goodput", "top_factor"] == "allocation" and alpha.loc["allocation", "top_factor"] == "allocation"
+
+
+def test_a_companion_or_factor_row_names_its_own_factor_not_the_goodput_split():
+    from perf_assets.lib.detection import row_factor
+
+    noise = {"allocation": -0.05, "program_goodput": -0.01}  # goodput over a companion's windows: allocation noise
+    assert row_factor("power_ratio", noise) == "program_goodput"
+    assert row_factor("probe_hbm_bw_ratio", noise) == "program_goodput"
+    assert row_factor("runtime_goodput", noise) == "runtime_goodput"
+    assert row_factor("idle_fragmented_share", noise) == "allocation"
+    assert row_factor("goodput", noise) == "allocation" and row_factor("goodput", {}) is None

@@ -90,8 +90,9 @@ def test_alert_report_marks_the_change_day(demo_home, tmp_path, capsys):
     assert data["causes"][0]["dimension"] in html and "diff-in-diff effect" in html
     assert "GPU-h/day" in html
     split = data["split"]  # the cluster's change over its nodes: mix + rate is the pooled change
-    assert split["segment_type"] == "node" and split["attribution"] in ("mix", "rate")
-    assert split["mix_effect"] + split["rate_effect"] == pytest.approx(data["evidence"]["relative_effect"], rel=1e-6)
+    assert split["segment_type"] == "node" and split["attribution"] in ("mix", "rate", "occupancy")
+    parts = split["mix_effect"] + split["rate_effect"] + (split["occupancy_effect"] or 0.0)  # occupancy: goodput
+    assert parts == pytest.approx(data["evidence"]["relative_effect"], rel=1e-6)
     assert "Segments: mix versus rate" in html and split["segments"][0]["segment"] in html
     low, high = data["band"]
     assert low < data["evidence"]["after_level"] < high or high < data["evidence"]["after_level"] < low

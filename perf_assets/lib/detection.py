@@ -23,8 +23,9 @@ from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
 from perf_assets.lib.fault_rates import excess_rate
+from perf_assets.lib.grouping import FACTOR_OF_METRIC
 from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
-from perf_assets.lib.mix_rate import mix_rate_split
+from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
 
@@ -97,8 +98,8 @@ REGRESSION_SCHEMA = {
     # mix vs rate over the entity's segments (perf_assets/lib/mix_rate.py): fleet over clusters, cluster over nodes
     "segment_type": "varchar",  # cluster | node; NULL where the entity has no segments of that metric
     "mix_effect": "double",  # relative change of the entity's ratio from its segments' weights moving
-    "rate_effect": "double",  # ... from the segments' own ratios moving (mix + rate = the pooled change)
-    "attribution": "varchar",  # mix | rate (the larger in absolute value)
+    "rate_effect": "double",  # ... from the segments' own ratios moving (mix + rate [+ occupancy] = the pooled change)
+    "attribution": "varchar",  # mix | rate | occupancy (the largest in absolute value)
     "segments": "varchar",  # JSON: the largest contributors with weights, rates, numerators and denominators
     # ramp onset (perf_assets/lib/ramp.py): appended columns
     "split_date": "date",  # the scan's split (first day of the new level); change_date differs when a ramp fits better
@@ -107,6 +108,9 @@ REGRESSION_SCHEMA = {
     "job_peer_nodes": "varchar",  # JSON list: other nodes in an allocation with the row's node around the change day
     # knock-on effects (perf_assets/lib/knock_on.py): appended column
     "expected_because": "varchar",  # why a known cause explains the change (job peers, down time); NULL: nothing
+    # work-weighted mix vs rate (mix_rate.work_weighted_split, metric_tree.md §6): appended columns
+    "mix_basis": "varchar",  # what the split's weights are shares of: allocated_pfs for goodput, else the denominator
+    "occupancy_effect": "double",  # goodput only: the part from the share of capacity at work moving; else NULL
 }
 # A ramp replaces the step's day by its onset only on very strong evidence: a BIC difference of at least 30 (10
 # is "very strong" for Kass & Raftery 1995, but the BIC assumes independent days, and a node's daily program
@@ -116,6 +120,17 @@ REGRESSION_SCHEMA = {
 RAMP_MIN_BIC_GAIN = 30.0
 JOB_PEER_WINDOW = (timedelta(days=1), timedelta(days=2))  # allocations overlapping [change day - 1, change day + 2)
 SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
+# Mix vs rate weights (metric_tree.md §6: the segments' shares of the ratio's denominator, `mix_basis`). A ratio
+# over capacity is split by work done instead (mix_rate.work_weighted_split): metric -> (the series whose numerator
+# is the segment's work, its name). Installed capacity does not move when work moves between clusters: on
+# `incidents` seeds 1-3 the goodput split over installed capacity read mix +0.0 % on every change.
+WORK_WEIGHTED = {"goodput": ("allocation", "allocated_pfs")}
+SPLIT_BASIS = {
+    "availability": "installed_pfs",
+    "allocation": "available_pfs",
+    "runtime_goodput": "allocated_pfs",
+    "program_goodput": "productive_pfs",
+}
 REGRESSION_COLUMNS = list(REGRESSION_SCHEMA)
 
 
@@ -442,6 +457,31 @@ def factor_log_contributions(
     return contributions
 
 
+def _work_parts(batch: SeriesBatch, rows: list[int], work_rows: list[int]) -> list[tuple[np.ndarray, list[int]]]:
+    """(values, rows) of the numerator, the work and the capacity of each segment, in that order."""
+    return [(batch.numerators, rows), (batch.numerators, work_rows), (batch.denominators, rows)]
+
+
+def row_factor(metric: str, contributions: dict[str, float]) -> str | None:
+    """The spine factor a detected change is a change of: a spine factor itself; a companion or leaf share the
+    factor it describes (grouping.FACTOR_OF_METRIC: SM clock, power, thermal, probes -> program goodput; idle
+    shares -> allocation; fault counts -> availability); goodput, and any metric without a factor, the factor
+    whose Δln over the change's windows is the largest in the direction of Δln goodput (LMDI, one entity).
+
+    Not the LMDI top for a spine factor or a companion: their windows are chosen by their own change, over which
+    goodput need not have changed at all, and its split is then the entity's allocation noise (on `incidents`
+    seeds 1-3: a power cap, an NCCL rollout, an HBM decay and a torch upgrade whose group heads were power or
+    probe companions all read 'allocation')."""
+    if metric in SPINE_FACTORS:
+        return metric
+    if metric in FACTOR_OF_METRIC:
+        return FACTOR_OF_METRIC[metric]
+    total = sum(contributions.values())
+    if total < 0:
+        return min(contributions, key=contributions.get)
+    return max(contributions, key=contributions.get, default=None)
+
+
 def software_changes(node_software: pd.DataFrame) -> pd.DataFrame:
     """One row per node rollout: the instant and which components moved from what to what."""
     if node_software.empty:
@@ -566,6 +606,7 @@ def detect_regressions(
     rows_by_grain_metric: dict[tuple[str, str], list[int]] = {}
     for row, key in enumerate(batch.keys):
         rows_by_grain_metric.setdefault((key[0], key[2]), []).append(row)
+    row_of = {key: row for row, key in enumerate(batch.keys)}
 
     def segment_split(grain: str, entity: str, metric: str, start: int, change: int, stop: int) -> dict:
         """Mix vs rate of this change over the entity's segments (clusters of the fleet, nodes of a cluster)."""
@@ -578,17 +619,31 @@ def detect_regressions(
         if child is None or len(rows) < 2:
             return {}
 
-        def window_sum(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
-            part = values[rows, lo:hi]
+        def window_sum(values: np.ndarray, lo: int, hi: int, of: list[int] = rows) -> np.ndarray:
+            part = values[of, lo:hi]
             return np.where(np.isfinite(part).any(axis=1), np.nansum(part, axis=1), np.nan)
 
-        split = mix_rate_split(
-            [batch.keys[row][1] for row in rows],
-            window_sum(batch.numerators, start, change),
-            window_sum(batch.denominators, start, change),
-            window_sum(batch.numerators, change, stop),
-            window_sum(batch.denominators, change, stop),
+        names = [batch.keys[row][1] for row in rows]
+        work_rows = (
+            [row_of.get((child, name, WORK_WEIGHTED[metric][0])) for name in names] if metric in WORK_WEIGHTED else []
         )
+        if work_rows and all(row is not None for row in work_rows):
+            # a ratio over capacity: weights by work done (metric_tree.md §6), occupancy apart (mix_rate.py)
+            split = work_weighted_split(
+                names,
+                tuple(window_sum(values, start, change, of) for values, of in _work_parts(batch, rows, work_rows)),
+                tuple(window_sum(values, change, stop, of) for values, of in _work_parts(batch, rows, work_rows)),
+                mix_basis=WORK_WEIGHTED[metric][1],
+            )
+        else:
+            split = mix_rate_split(
+                names,
+                window_sum(batch.numerators, start, change),
+                window_sum(batch.denominators, start, change),
+                window_sum(batch.numerators, change, stop),
+                window_sum(batch.denominators, change, stop),
+                mix_basis=SPLIT_BASIS.get(metric, "denominator"),
+            )
         if split is None:
             return {}
         columns = split.as_columns(child)
@@ -613,11 +668,7 @@ def detect_regressions(
         direction = batch.directions[change.series_index]
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
-        top = (
-            min(contributions, key=contributions.get)
-            if total < 0
-            else max(contributions, key=contributions.get, default=None)
-        )
+        top = row_factor(metric, contributions)
         nodes = nodes_of(grain, entity)
         home = cluster_of(grain, entity)
         peers = [
@@ -664,7 +715,7 @@ def detect_regressions(
                 "welch_ci_high": change.welch_ci_high,
                 "factor_log_contributions": json.dumps(contributions, sort_keys=True),
                 "top_factor": top,
-                "top_factor_share": contributions[top] / total if top is not None and total else math.nan,
+                "top_factor_share": contributions[top] / total if top in contributions and total else math.nan,
                 "coinciding_changes": json.dumps(coinciding_changes(rollouts, nodes, change_day)),
                 "peer_relative_effect": peer_effect,
                 "did_relative_effect": (1 + change.relative_effect) / (1 + peer_effect) - 1

@@ -207,12 +207,19 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | N
     fleet = [r for r in group.rows if r["grain"] == "fleet"]
     if not fleet:
         return None, "no fleet-grain change in the group"
-    split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate")]
+    split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate", "occupancy")]
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
+        occupancy = row.get("occupancy_effect")
+        occupancy_text = (
+            f", occupancy {float(occupancy):+.1%}"
+            if isinstance(occupancy, (int, float)) and math.isfinite(float(occupancy))
+            else ""
+        )
         return row["attribution"] == "mix", (
             f"per change: fleet {row['metric']} on {row['_day']}: mix {float(row['mix_effect']):+.1%} vs rate "
-            f"{float(row['rate_effect']):+.1%} over {row.get('segment_type')}s"
+            f"{float(row['rate_effect']):+.1%}{occupancy_text} over {row.get('segment_type')}s"
+            f" (weights: {row.get('mix_basis') or 'denominator'})"
         )
     if mix_rate is None or mix_rate.empty:
         return None, "no per-change split and fct_attribution_mix_rate not available"

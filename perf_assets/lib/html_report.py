@@ -432,6 +432,10 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
             "segment_type": headline.get("segment_type"),
             "mix_effect": headline.get("mix_effect"),
             "rate_effect": headline.get("rate_effect"),
+            "occupancy_effect": float(headline["occupancy_effect"])
+            if known(headline.get("occupancy_effect"))
+            else None,
+            "mix_basis": headline.get("mix_basis"),
             "attribution": headline.get("attribution"),
             "segments": json.loads(headline.get("segments") or "[]"),
         },
@@ -514,12 +518,21 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
     ]
     split = data.get("split") or {}
     if split.get("attribution"):
+        occupancy = split.get("occupancy_effect")
+        basis = escape(str(split.get("mix_basis") or "the ratio's denominator"))
         segment_section = (
             f"<p>Of the pooled change, {pct(split['mix_effect'])} comes from the weights of its "
-            f"{escape(str(split['segment_type']))}s moving (mix) and {pct(split['rate_effect'])} from their own "
-            f"ratios (rate): reported as <b>{escape(str(split['attribution']))}</b>.</p>"
+            f"{escape(str(split['segment_type']))}s moving (mix; weights: shares of {basis}) and "
+            f"{pct(split['rate_effect'])} from their own ratios (rate)"
+            + (
+                f", and {pct(occupancy)} from the share of capacity at work moving (occupancy)"
+                if occupancy is not None
+                else ""
+            )
+            + f": reported as <b>{escape(str(split['attribution']))}</b>.</p>"
             + table(
-                ["segment", "weight before", "weight after", "ratio before", "ratio after", "mix part", "rate part"],
+                ["segment", "weight before", "weight after", "ratio before", "ratio after", "mix part", "rate part"]
+                + (["occupancy part"] if occupancy is not None else []),
                 [
                     [
                         str(seg["segment"]),
@@ -530,6 +543,7 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
                         pct(seg.get("mix_effect")),
                         pct(seg.get("rate_effect")),
                     ]
+                    + ([pct(seg.get("occupancy_effect"))] if occupancy is not None else [])
                     for seg in split["segments"]
                 ],
             )

@@ -13,6 +13,22 @@ two-factor form, the Shapley split of a product of two factors):
 A segment seen in one window only (no denominator in the other) has weight 0 there and the rate of
 the window it has: it contributes only mix. Every figure keeps its numerator and denominator; the
 relative effects are divided by R_b. ``attribution`` is 'mix' when |mix| > |rate|, else 'rate'.
+
+Which weights: the segments' shares of the ratio's denominator (``mix_basis``), as metric_tree.md §6 says:
+"mix is always relative to the chosen denominator". For a ratio over capacity (goodput = useful FLOPs over
+installed peak-FLOP-seconds) those shares are installed capacity, which does not move when work moves between
+segments: §6 notes that the capacity lens shows such a move as a change of each segment's allocation, never
+as mix. ``work_weighted_split`` therefore splits a capacity ratio as §6 does, by work done: with W the work
+(allocated peak-FLOP-seconds) and C the capacity,
+
+    G = Σ N / Σ C = O · RG,   O = Σ W / Σ C (occupancy),   RG = Σ N / Σ W = Σ w_s · g_s,   w_s = W_s / Σ W,
+
+and the change of the product splits symmetrically (the Shapley split of two factors) into
+
+    G_a − G_b = (O_a − O_b) · (RG_a + RG_b) / 2                 [occupancy: the share of capacity at work moved]
+              + (mix_RG + rate_RG) · (O_a + O_b) / 2            [mix and rate of RG over the work shares, as above]
+
+with nothing left over. ``attribution`` is then the largest of |mix|, |rate| and |occupancy|.
 """
 
 from __future__ import annotations
@@ -31,14 +47,18 @@ class MixRateSplit:
     after_level: float
     mix_effect: float  # Σ mix contributions / R_b
     rate_effect: float  # Σ rate contributions / R_b
-    attribution: str  # mix | rate
+    attribution: str  # mix | rate | occupancy
     segments: list[dict]  # the largest contributors: name, weights, rates, numerators, denominators, parts
+    mix_basis: str | None = None  # what the weights are shares of (the ratio's denominator, or 'allocated_pfs')
+    occupancy_effect: float | None = None  # work_weighted_split only: (O_a − O_b)·mean(RG) / G_b; else None
 
     def as_columns(self, segment_type: str) -> dict:
         return {
             "segment_type": segment_type,
             "mix_effect": self.mix_effect,
             "rate_effect": self.rate_effect,
+            "occupancy_effect": self.occupancy_effect,
+            "mix_basis": self.mix_basis,
             "attribution": self.attribution,
             "segments": self.segments,
         }
@@ -51,6 +71,7 @@ def mix_rate_split(
     after_numerators: np.ndarray,
     after_denominators: np.ndarray,
     top: int = TOP_SEGMENTS,
+    mix_basis: str | None = None,
 ) -> MixRateSplit | None:
     """The split of R_a − R_b into mix and rate over the segments; None when it is not defined.
 
@@ -103,6 +124,68 @@ def mix_rate_split(
         rate_effect=rate_total / before_level,
         attribution="mix" if abs(mix_total) > abs(rate_total) else "rate",
         segments=segments,
+        mix_basis=mix_basis,
+    )
+
+
+def work_weighted_split(
+    names: list[str],
+    before: tuple[np.ndarray, np.ndarray, np.ndarray],
+    after: tuple[np.ndarray, np.ndarray, np.ndarray],
+    top: int = TOP_SEGMENTS,
+    mix_basis: str = "allocated_pfs",
+) -> MixRateSplit | None:
+    """Occupancy, mix and rate of a ratio over capacity (module docstring); None when it is not defined.
+
+    ``before`` and ``after``: per segment (numerator, work, capacity), e.g. (useful FLOPs, allocated pfs, installed
+    pfs). A segment whose numerator, work or capacity is unknown (NaN) in a window is left out of that window, as
+    in ``mix_rate_split``; a segment with capacity but no work has weight 0 in RG and still counts in O. Not
+    defined: the work split is not (``mix_rate_split``), or a window has no capacity. Effects are relative to
+    G_b and add up to G_a / G_b − 1 over the segments kept.
+    """
+    parts = []
+    for numerators, work, capacity in (before, after):
+        n, w, c = (np.asarray(x, float) for x in (numerators, work, capacity))
+        known = np.isfinite(n) & np.isfinite(w) & np.isfinite(c) & (c > 0) & (w >= 0)
+        parts.append((np.where(known, n, np.nan), np.where(known, w, np.nan), np.where(known, c, 0.0)))
+    (nb, wb, cb), (na, wa, ca) = parts
+    if cb.sum() <= 0 or ca.sum() <= 0:
+        return None
+    work_split = mix_rate_split(names, nb, wb, na, wa, top=len(names))
+    if work_split is None:
+        return None
+    occupancy_b, occupancy_a = np.nansum(wb) / cb.sum(), np.nansum(wa) / ca.sum()
+    level_b, level_a = work_split.before_level * occupancy_b, work_split.after_level * occupancy_a
+    if not level_b or not math.isfinite(level_b):
+        return None
+    mean_rg = (work_split.before_level + work_split.after_level) / 2
+    to_g = (occupancy_b + occupancy_a) / 2 * work_split.before_level / level_b  # a part of ΔRG/RG_b -> of ΔG/G_b
+    occupancy = (np.nan_to_num(wa) / ca.sum() - np.nan_to_num(wb) / cb.sum()) * mean_rg / level_b
+    by_name = {seg["segment"]: seg for seg in work_split.segments}
+    rows = []
+    for i, name in enumerate(names):
+        seg = dict(by_name.get(name) or {"segment": name, "mix_effect": 0.0, "rate_effect": 0.0})
+        seg["mix_effect"] *= to_g
+        seg["rate_effect"] *= to_g
+        seg["occupancy_effect"] = float(occupancy[i])
+        seg["work_before"], seg["work_after"] = _finite(wb[i]), _finite(wa[i])
+        seg["capacity_before"], seg["capacity_after"] = _finite(cb[i]) or None, _finite(ca[i]) or None
+        rows.append(seg)
+    rows.sort(key=lambda seg: -(abs(seg["mix_effect"]) + abs(seg["rate_effect"]) + abs(seg["occupancy_effect"])))
+    effects = {
+        "mix": work_split.mix_effect * to_g,
+        "rate": work_split.rate_effect * to_g,
+        "occupancy": float(occupancy.sum()),
+    }
+    return MixRateSplit(
+        before_level=float(level_b),
+        after_level=float(level_a),
+        mix_effect=effects["mix"],
+        rate_effect=effects["rate"],
+        attribution=max(effects, key=lambda name: abs(effects[name])),
+        segments=rows[:top],
+        mix_basis=mix_basis,
+        occupancy_effect=effects["occupancy"],
     )
 
 
