@@ -232,3 +232,39 @@ def test_a_rollout_that_begins_inside_a_ramp_is_another_incident():
     # steps whose top cause candidate is a configuration change count as having one too
     ranked = own.assign(top_cause_dimension=[None, None, "nccl", "nccl", "nccl"])
     assert group_regressions(ranked, TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_a_fault_rate_from_zero_is_described_with_its_unknowns_not_a_crash():
+    """`incidents` seed 1 delivered day by day (bench/soak.py), the 10-07 run: rack a100-r1's first faults after five
+    days without any. Its relative effect and the interval's upper bound have no value (a change from zero), and the
+    snapshot gives them back as None: the alert's line used to raise TypeError and fail the alert_outbox step."""
+    from perf_assets.lib.detection import describe_regression
+
+    line = describe_regression(
+        {
+            "grain": "rack",
+            "entity_id": "a100-r1",
+            "metric": "xid_node_faults",
+            "change_kind": "regression",
+            "change_date": DAYS[5],
+            "before_level": 0.0,
+            "after_level": 3 / 14,
+            "relative_effect": None,
+            "ci_low": 1.2727724526699178,
+            "ci_high": None,
+            "p_value": 0.003641329085116068,
+            "q_value": 0.010923987255348204,
+            "n_before": 5,
+            "n_after": 2,
+            "verdict": "provisional",
+            "shape": "rate",
+            "top_factor": "availability",
+            "coinciding_changes": "[]",
+            "peer_relative_effect": None,
+            "did_relative_effect": None,
+        }
+    )
+    assert line == (
+        "regression: xid_node_faults of rack a100-r1 from 2026-10-06: 0.0000 → 0.2143 (from zero, "
+        "95% CI +127.3% to unknown, p=0.00364, q=0.0109, n=5+2 days, provisional); factor: availability"
+    )

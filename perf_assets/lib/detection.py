@@ -774,6 +774,18 @@ def detect_regressions(
     return found
 
 
+def _figure(value, spec: str) -> str:
+    """A figure of a regression row as text; unknown (None, NaN: a relative change from a level of zero, an interval
+    without an upper bound) is written as such, never as a number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "unknown"
+    return format(value, spec)
+
+
+def _known(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def describe_regression(row: dict) -> str:
     """One line a person can act on."""
     where = "the fleet" if row["grain"] == "fleet" else f"{row['grain']} {row['entity_id']}"
@@ -782,15 +794,20 @@ def describe_regression(row: dict) -> str:
         f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3]
     )
     peers = (
-        f", peers {row['peer_relative_effect']:+.1%} (diff-in-diff {row['did_relative_effect']:+.1%})"
-        if row.get("peer_relative_effect") is not None and math.isfinite(row["peer_relative_effect"])
+        f", peers {row['peer_relative_effect']:+.1%} (diff-in-diff {_figure(row.get('did_relative_effect'), '+.1%')})"
+        if _known(row.get("peer_relative_effect"))
         else ""
     )
+    relative = _figure(row["relative_effect"], "+.1%")
+    if relative == "unknown" and row["before_level"] == 0:
+        relative = "from zero"  # a relative change from a level of zero has no value
     return (
         f"{row['change_kind']}: {row['metric']} of {where} from {row['change_date']}: "
-        f"{row['before_level']:.4f} → {row['after_level']:.4f} ({row['relative_effect']:+.1%}, "
-        f"95% CI {row['ci_low']:+.1%} to {row['ci_high']:+.1%}, p={row['p_value']:.3g}"
-        + (f", q={row['q_value']:.3g}" if row.get("q_value") is not None and math.isfinite(row["q_value"]) else "")
+        f"{_figure(row['before_level'], '.4f')} → {_figure(row['after_level'], '.4f')} "
+        f"({relative}, "
+        f"95% CI {_figure(row['ci_low'], '+.1%')} to {_figure(row['ci_high'], '+.1%')}, "
+        f"p={_figure(row['p_value'], '.3g')}"
+        + (f", q={row['q_value']:.3g}" if _known(row.get("q_value")) else "")
         + f", n={row['n_before']}+{row['n_after']} days"
         + (f", {row['verdict']}" if row.get("verdict") == "provisional" else "")
         + (", gradual drift" if row.get("shape") == "drift" else "")
