@@ -2,8 +2,9 @@
     build"). dbt wraps the model of every generic data test in get_where_subquery (the `where` config); this override
     adds, for a model, seed or source with an `event_time`, the days the build rebuilt: the window of
     --event-time-start/--event-time-end (which perfwh passes from lib.incremental.plan_window). Rows of other days
-    did not change since the build that tested them. A full refresh (--full-refresh), a run without a window, the
-    var test_full_history = true and tables without event_time test every row. Singular tests are not filtered. -#}
+    did not change since the build that tested them. `dbt test` has no window flags: pass the vars test_window_start
+    and test_window_end (dates) instead. A full refresh (--full-refresh), a run without a window, the var
+    test_full_history = true and tables without event_time test every row. Singular tests are not filtered. -#}
 {% macro get_where_subquery(relation) -%}
     {%- set where = config.get('where', '') -%}
     {%- set window = built_window_predicate() -%}
@@ -24,8 +25,8 @@
     is an incremental build with a window; an empty string otherwise. -#}
 {% macro built_window_predicate() -%}
     {%- set args = invocation_args_dict or {} -%}
-    {%- set start = args.get('event_time_start') -%}
-    {%- set end = args.get('event_time_end') -%}
+    {%- set start = var('test_window_start', none) or args.get('event_time_start') -%}
+    {%- set end = var('test_window_end', none) or args.get('event_time_end') -%}
     {%- if not execute or not start or not end or args.get('full_refresh') or var('test_full_history', false) -%}
         {{ return('') }}
     {%- endif -%}
