@@ -17,6 +17,11 @@ the full build, the baseline measured in the same run. The goal (issue 6): a day
 full build's.
 
 Run: `.venv/bin/python bench/bench_incremental.py [--days 7] [--seed 1] [--lookback 2] [--work /tmp/perfwh-incremental]`.
+
+Simulating and ingesting are no part of the dbt figures, and on fleet-1k they take longer than the builds. They can
+be done once: `--ingest-only --work DIR` stops after ingesting days 1..D; `--ingested DIR` then starts from that
+folder's simulation and ingested home (hard-linked: landed and lake files are never rewritten in place; the
+warehouse is left out, so the full build is a first build).
 """
 
 from __future__ import annotations
@@ -106,24 +111,43 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--lookback", type=int, default=2, help="PERFWH_INCREMENTAL_LOOKBACK_DAYS")
     parser.add_argument("--work", type=Path, default=Path("/tmp/perfwh-incremental"))
+    parser.add_argument("--ingest-only", action="store_true", help="stop after ingesting days 1..D")
+    parser.add_argument("--ingested", type=Path, help="the --work folder of an --ingest-only run to start from")
     args = parser.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
-    simulated, home = DataHome(args.work / "simulated").ensure(), DataHome(args.work / "home").ensure()
+    args.work.mkdir(parents=True)
     log = args.work / "bench.log"
     env = dict(os.environ, PERFWH_INCREMENTAL_LOOKBACK_DAYS=str(args.lookback), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
-    prepare_dbt_manifest()
+    ingest_command = [str(BIN / "perfwh"), "build", "--quiet", "--select", "group:raw", "--data-dir"]
+    if args.ingested:
 
-    simulate_s = run(
-        [str(BIN / "perfwh"), "simulate", "--data-dir", str(simulated.root), "--scenario", "fleet-1k"]
-        + ["--seed", str(args.seed), "--days", str(args.days + 1)],
-        env,
-        log,
-    )
-    days = sorted({p.name for p in simulated.landing.glob("*/*/????-??-??")})
-    last_day = days[-1]
-    ingest = [str(BIN / "perfwh"), "build", "--quiet", "--data-dir", str(home.root), "--select", "group:raw"]
-    landed = land(simulated, home, last_day, held_back=False)
-    ingest_s = run(ingest, env, log)
+        def without_warehouse(folder: str, names: list[str]) -> list[str]:  # so that the full build is a first build
+            return ["warehouse"] if Path(folder) == args.ingested / "home" else []
+
+        simulated = DataHome(args.ingested / "simulated")
+        shutil.copytree(args.ingested / "home", args.work / "home", copy_function=os.link, ignore=without_warehouse)
+        home = DataHome(args.work / "home").ensure()
+        simulate_s = ingest_s = float("nan")
+        landed = sum(1 for path in home.landing.rglob("*") if path.is_file())
+        days = sorted({p.name for p in simulated.landing.glob("*/*/????-??-??")})
+        last_day = days[-1]
+    else:
+        simulated, home = DataHome(args.work / "simulated").ensure(), DataHome(args.work / "home").ensure()
+        simulate_s = run(
+            [str(BIN / "perfwh"), "simulate", "--data-dir", str(simulated.root), "--scenario", "fleet-1k"]
+            + ["--seed", str(args.seed), "--days", str(args.days + 1)],
+            env,
+            log,
+        )
+        days = sorted({p.name for p in simulated.landing.glob("*/*/????-??-??")})
+        last_day = days[-1]
+        landed = land(simulated, home, last_day, held_back=False)
+        ingest_s = run(ingest_command + [str(home.root)], env, log)
+        if args.ingest_only:
+            print(f"simulated {simulate_s:.1f} s, ingested {landed} files of {days[0]}..{days[-2]} {ingest_s:.1f} s")
+            return 0
+    ingest = ingest_command + [str(home.root)]
+    prepare_dbt_manifest()
     full = dbt_build(home, dict(env, PERFWH_HOME=str(home.root)), log, args.work / "target_full", args.lookback)
     added = land(simulated, home, last_day, held_back=True)
     ingest_day_s = run(ingest, env, log)

@@ -66,8 +66,11 @@ def test_regression_view_plots_the_headline_change_with_its_interval(demo_snapsh
     found = demo_snapshot("select * from regressions")
     row = plots.headline_regression(found)
     assert row is not None and row["change_kind"] == "regression"
-    confirmed = found[(found["change_kind"] == "regression") & (found["verdict"] == "confirmed")]
-    widest = min(plots.GRAIN_ORDER[grain] for grain in confirmed["grain"])
+    regressions = found[found["change_kind"] == "regression"]
+    confirmed = regressions[regressions["verdict"] == "confirmed"]
+    # the demo's rollout has 7 days after it, the last 2 provisional (perf_assets/lib/provisional.py): maybe none
+    candidates = confirmed if len(confirmed) else regressions
+    widest = min(plots.GRAIN_ORDER[grain] for grain in candidates["grain"])
     assert plots.GRAIN_ORDER[row["grain"]] == widest
     view = plots.regression_view(found, tree)
     assert view["change"] == str(row["change_date"])[:10] and view["change"] in view["days"]

@@ -26,6 +26,7 @@ from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.grouping import FACTOR_OF_METRIC
 from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
+from perf_assets.lib.provisional import settled_verdicts
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.topology import Topology
 
@@ -749,6 +750,7 @@ def detect_regressions(
     found = pd.DataFrame(rows, columns=REGRESSION_COLUMNS).sort_values(
         ["grain", "entity_id", "change_date", "metric"], ignore_index=True
     )
+    found["verdict"] = settled_verdicts(found, metric_tree, config.confirm_points)  # not confirmed by provisional days
     too_short = ["/".join(batch.keys[s.series_index]) for s in result.series if s.status == "too_short"]
     found.attrs.update(
         series={

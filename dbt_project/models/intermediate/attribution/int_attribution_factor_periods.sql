@@ -102,7 +102,15 @@ pooled as (
         periods.period_start,
         periods.period_end,
         count(*) as day_count,
-        {% for measure in measures + ladder_measures %}sum(entity_days.{{ measure }}) as {{ measure }}{{ "," if not loop.last }}
+        -- useful_flop is NULL on a day whose productive time had no FLOPs metadata (unknown, never 0): the
+        -- period's useful FLOPs extrapolate the days where it is known to the period's productive time, so that
+        -- an unknown day counts neither as zero FLOPs nor drops out of the denominators
+        case
+            when sum(entity_days.productive_pfs) = 0 then 0
+            else sum(entity_days.useful_flop) * sum(entity_days.productive_pfs)
+                / nullif(sum(case when entity_days.useful_flop is not null then entity_days.productive_pfs end), 0)
+        end as useful_flop,
+        {% for measure in measures + ladder_measures if measure != 'useful_flop' %}sum(entity_days.{{ measure }}) as {{ measure }}{{ "," if not loop.last }}
         {% endfor %}
     from entity_days
     inner join periods

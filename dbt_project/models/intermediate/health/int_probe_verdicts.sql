@@ -4,20 +4,37 @@
 -- status or throttle class. Unknown inputs leave `fired` NULL and the verdict 'unknown', never a pass.
 -- A fired compute or memory rule on a throughput row carries its root cause from the clock-normalised row of the
 -- same run and GPU (below): thermal, silicon, clock or unknown.
-
+-- Built by day of the probe (docs/incremental.md): cohorts are per day, so a day's verdicts read that day's results,
+-- plus the whole days holding each series' previous run before the batch (its `fired`, which the re-run rule needs,
+-- depends on its own day's cohort); only the batch's rows are kept. A day built alone equals a full build.
+{{ daily_microbatch_config('probe_date', 'probe_date') }}
 with
+
+probe_results as (
+    select *, cast(started_at as date) as probe_date
+    from {{ ref('stg_probe_results__results') }}
+),
+
+previous_run_days as (
+    -- the day of each (GPU, probe, metric)'s last run before the batch (none outside a day-built run)
+    select distinct cast(max(started_at) as date) as probe_date
+    from probe_results
+    where {{ before_batch('probe_date') }}
+    group by gpu_uuid, probe, metric
+),
 
 results as (
     select
         r.*,
-        cast(r.started_at as date) as probe_date,
+        {{ in_batch('r.probe_date') }} as in_batch,
         coalesce(s.driver, 'unknown') || '/' || coalesce(s.cuda, 'unknown') || '/' || coalesce(s.torch, 'unknown')
             as software_stack
-    from {{ ref('stg_probe_results__results') }} as r
+    from probe_results as r
     left join {{ ref('stg_node_software__versions') }} as s
         on s.node = r.node
         and r.started_at >= s.valid_from_at
         and (s.valid_to_at is null or r.started_at < s.valid_to_at)
+    where ({{ in_batch("r.probe_date") }}) or r.probe_date in (select probe_date from previous_run_days)
 ),
 
 -- rows that may form a baseline: measured, not invalidated by an idle window
@@ -67,6 +84,19 @@ rules as (
     from {{ ref('probe_rules') }}
 ),
 
+-- the rules matching each (probe, metric) pair: the patterns are tested once per pair, not once per result row
+rule_matches as (
+    select
+        pairs.probe as result_probe,
+        pairs.metric as result_metric,
+        u.rule, u.function, u.field, u.criteria, u.category, u.severity, u.confirm_rerun, u.op, u.threshold,
+        u.allowed
+    from (select distinct probe, metric from scored) as pairs
+    inner join rules as u
+        on {{ regex_full_match('pairs.probe', 'u.probe') }}
+        and {{ regex_partial_match('pairs.metric', 'u.metric_pattern') }}
+),
+
 matched as (
     select
         s.*,
@@ -81,9 +111,7 @@ matched as (
         case when u.field = 'status' then s.status when u.field = 'throttle_class' then s.throttle_class end
             as observed_text
     from scored as s
-    inner join rules as u
-        on {{ regex_full_match('s.probe', 'u.probe') }}
-        and {{ regex_partial_match('s.metric', 'u.metric_pattern') }}
+    inner join rule_matches as u on u.result_probe = s.probe and u.result_metric = s.metric
     -- CPU rows carry no physical limit and never share a cohort with GPUs; only failure checks apply
     where s.device_kind = 'cuda' or u.function = 'failure_check'
 ),
@@ -212,3 +240,4 @@ select
                 else '' end
     end as evidence
 from confirmed
+where in_batch
