@@ -13,9 +13,9 @@ from perf_assets.lib.paths import DataHome, data_home, samples_dir
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory):
     """Tests never touch ./data or a developer's Dagster instance. Full refreshes build their incremental models in
-    month batches (PERFWH_BACKFILL_BATCH_SIZE; the default is day): about half the model time of the 28-day fixture,
-    and the Spark equivalence test (day batches on Spark) and the late-file test (day batches, then a month-batch
-    full refresh) show the batch size changes no row."""
+    month batches (PERFWH_BACKFILL_BATCH_SIZE; the default, auto, takes them for lakes under its bound, as here):
+    about half the model time of the 28-day fixture, and the Spark equivalence test (day batches on Spark) and the
+    late-file test (day batches, then a month-batch full refresh) show the batch size changes no row."""
     saved = {name: os.environ.get(name) for name in ("PERFWH_HOME", "DAGSTER_HOME", "PERFWH_BACKFILL_BATCH_SIZE")}
     os.environ.pop("DAGSTER_HOME", None)
     os.environ["PERFWH_HOME"] = str(tmp_path_factory.mktemp("default_home"))

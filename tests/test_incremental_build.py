@@ -11,6 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from perf_assets.lib.engine_equivalence import ABS_TOL, REL_TOL, compare_frames, duckdb_table_frame
@@ -254,3 +256,38 @@ def test_the_days_inside_the_lookback_are_provisional(demo_snapshot):
             if flag
         }
         assert provisional == {last - timedelta(days=n) for n in range(lookback)}, table
+
+
+def _sample_files(root: Path, rows_by_day: dict[str, int]) -> DataHome:
+    """A lake whose raw_dcgm day folders hold real Parquet files of the given row counts."""
+    home = DataHome(root).ensure()
+    for day, rows in rows_by_day.items():
+        folder = home.lake_raw / "raw_dcgm" / f"event_date={day}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"value": [1.0] * rows}), folder / "part.parquet")
+    return home
+
+
+def test_auto_batch_size_takes_months_while_the_largest_month_fits_the_bound(tmp_path, monkeypatch):
+    """The default (auto) counts the telemetry samples of each calendar month from the footers: month batches while
+    the largest month (October here, 3 + 3 rows; the whole lake has 10, November 4) fits the bound, day above it."""
+    import perf_assets.lib.incremental as incremental
+
+    monkeypatch.delenv(BACKFILL_BATCH_SIZE_ENV, raising=False)
+    home = _sample_files(tmp_path, {"2026-10-30": 3, "2026-10-31": 3, "2026-11-01": 4})
+    assert incremental.samples_by_month(home.lake_raw, lake_files(home.lake_raw)) == {"2026-10": 6, "2026-11": 4}
+    monkeypatch.setattr(incremental, "AUTO_MONTH_MAX_SAMPLES", 6)
+    window = plan_window(home, "v1", lookback=2)
+    assert window.full_refresh and window.batch_size == "month", window.describe()
+    assert "auto: largest month 6 telemetry samples <= 6" in window.describe()
+    monkeypatch.setattr(incremental, "AUTO_MONTH_MAX_SAMPLES", 5)
+    assert plan_window(home, "v1", lookback=2).batch_size == "day"
+    monkeypatch.setenv(BACKFILL_BATCH_SIZE_ENV, "month")  # a size that is set is taken as it is
+    assert plan_window(home, "v1", lookback=2).batch_size == "month"
+
+
+def test_auto_batch_size_is_day_when_a_footer_cannot_be_read(tmp_path, monkeypatch):
+    monkeypatch.delenv(BACKFILL_BATCH_SIZE_ENV, raising=False)
+    home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01"]})  # 4 bytes: no footer
+    window = plan_window(home, "v1", lookback=2)
+    assert window.batch_size == "day" and "could not be read" in window.describe()

@@ -393,3 +393,24 @@ def test_duplicates_collapse_and_conflicts_are_counted(robustness_warehouse):
         (4,)
     ]
     assert not math.isnan(util[0][1])
+
+
+@pytest.mark.slow
+def test_the_day_built_samples_apply_staging_rules_to_repeated_and_single_deliveries(robustness_warehouse):
+    """int_dcgm_samples deduplicates each batch's raw rows itself (a hash aggregate picks the keys that repeat, only
+    those go through the window): the same rows as the staging view, and a sample delivered once (each PCIe replay
+    scrape) has one copy and no conflict."""
+    columns = "node, gpu_uuid, gpu_index, gpu_instance, field, sampled_at, value, copies, conflicting, landed_file_id"
+    staged = robustness_warehouse.sql(f"select {columns} from staging.stg_dcgm__samples order by all").fetchall()
+    built = robustness_warehouse.sql(f"select {columns} from intermediate.int_dcgm_samples order by all").fetchall()
+    assert built == staged and len(built) > 20
+    replays = robustness_warehouse.sql(
+        "select value, copies, conflicting from intermediate.int_dcgm_samples "
+        "where field = 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER' order by sampled_at"
+    ).fetchall()
+    assert replays == [(5.0, 1, False), (7.0, 1, False), (2.0, 1, False)]
+    util = robustness_warehouse.sql(
+        "select value, copies, conflicting from intermediate.int_dcgm_samples "
+        "where field = 'DCGM_FI_DEV_GPU_UTIL' order by sampled_at"
+    ).fetchall()
+    assert util == [(10.0, 3, False), (20.0, 3, True), (30.0, 3, True), (45.0, 4, True)]

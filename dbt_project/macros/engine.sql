@@ -155,3 +155,9 @@
 {% macro read_by_python_materialization() -%}{{ return(adapter.dispatch('read_by_python_materialization')()) }}{%- endmacro %}
 {% macro default__read_by_python_materialization() -%}{{ return('view') }}{%- endmacro %}
 {% macro spark__read_by_python_materialization() -%}{{ return('table') }}{%- endmacro %}
+
+{#- A 64-bit hash of the columns (NULL hashes like a value), to find rows that may share a key cheaply; equal keys
+    always hash equal, different keys may collide, so a caller compares the columns themselves after it. -#}
+{% macro row_hash(columns) -%}{{ return(adapter.dispatch('row_hash')(columns)) }}{%- endmacro %}
+{% macro default__row_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
+{% macro spark__row_hash(columns) -%}xxhash64({{ columns | join(', ') }}){%- endmacro %}

@@ -5,8 +5,9 @@ This module decides them from the lake, so that a build reprocesses exactly what
 
 * the first build of a warehouse, a build after the dbt project changed, or one asked for (`full_refresh`): every day
   of the lake, with `--full-refresh`;
-  in batches of `PERFWH_BACKFILL_BATCH_SIZE` (default one day: bounded memory; `month` takes fewer, larger batches,
-  about twice as fast on a small fleet's first build, with more memory per batch);
+  in batches of `PERFWH_BACKFILL_BATCH_SIZE` (`day`: bounded memory; `month`: fewer, larger batches, less of dbt's
+  fixed cost per batch, more memory per batch; `auto`, the default: `month` when the lake's largest calendar month
+  holds at most AUTO_MONTH_MAX_SAMPLES telemetry samples, else `day`);
 * otherwise: from the earliest of (the last lake day − `lookback_days`) and every day a new or rewritten lake file
   belongs to (a late file for an old day), up to the last lake day.
 
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from perf_assets.lib.paths import DataHome
 
 STATE_FILE = "incremental_state.json"
@@ -31,6 +34,12 @@ DEFAULT_LOOKBACK_DAYS = 2
 LOOKBACK_ENV = "PERFWH_INCREMENTAL_LOOKBACK_DAYS"
 BACKFILL_BATCH_SIZE_ENV = "PERFWH_BACKFILL_BATCH_SIZE"
 BATCH_SIZES = ("day", "month", "year")  # dbt microbatch batch sizes that keep UTC days whole
+AUTO_BATCH_SIZE = "auto"  # month batches when the lake's months are small enough, else day (choose_backfill_batch_size)
+# Telemetry samples (raw rows of SAMPLE_TABLES, from the Parquet footers) of the lake's largest calendar month up to
+# which `auto` takes month batches: fleet-1k's 30 days (62.4 million DCGM rows) built in one month batch under the
+# 4 GiB DuckDB limit (docs/incremental.md, "Batch size of a full refresh").
+AUTO_MONTH_MAX_SAMPLES = 70_000_000
+SAMPLE_TABLES = ("raw_dcgm", "raw_nvidia_smi")
 _DAY_FOLDER = re.compile(r"^event_date=(\d{4}-\d{2}-\d{2})$")
 
 
@@ -75,12 +84,45 @@ def lookback_days() -> int:
 
 
 def backfill_batch_size() -> str:
-    """The microbatch batch size of a full refresh (PERFWH_BACKFILL_BATCH_SIZE: day, month or year; default day).
-    Incremental builds always rebuild day by day."""
-    raw = os.environ.get(BACKFILL_BATCH_SIZE_ENV, "").strip().lower() or "day"
-    if raw not in BATCH_SIZES:
-        raise ValueError(f"{BACKFILL_BATCH_SIZE_ENV} must be one of {', '.join(BATCH_SIZES)}, not {raw!r}")
+    """The batch size setting of a full refresh (PERFWH_BACKFILL_BATCH_SIZE: day, month, year or auto; default auto,
+    which choose_backfill_batch_size resolves). Incremental builds always rebuild day by day."""
+    raw = os.environ.get(BACKFILL_BATCH_SIZE_ENV, "").strip().lower() or AUTO_BATCH_SIZE
+    if raw not in (*BATCH_SIZES, AUTO_BATCH_SIZE):
+        raise ValueError(
+            f"{BACKFILL_BATCH_SIZE_ENV} must be one of {', '.join(BATCH_SIZES)} or {AUTO_BATCH_SIZE}, not {raw!r}"
+        )
     return raw
+
+
+def samples_by_month(lake_raw: Path, files: dict[str, list[int]]) -> dict[str, int] | None:
+    """Telemetry sample rows (SAMPLE_TABLES) per calendar month ('YYYY-MM') of their day folders, from the Parquet
+    footers (no data page is read); None when a footer cannot be read."""
+    months: dict[str, int] = {}
+    for path in files:
+        if Path(path).parts[0] not in SAMPLE_TABLES:
+            continue
+        try:
+            rows = pq.read_metadata(lake_raw / path).num_rows
+        except (OSError, ValueError):  # pyarrow raises OSError (ArrowIOError) or ArrowInvalid (a ValueError)
+            return None
+        month = _day_of(path).isoformat()[:7]
+        months[month] = months.get(month, 0) + rows
+    return months
+
+
+def choose_backfill_batch_size(setting: str, lake_raw: Path, files: dict[str, list[int]]) -> tuple[str, str]:
+    """The batch size of a full refresh and why: the setting itself, or for `auto` month when the lake's largest
+    calendar month (a month batch's input) has at most AUTO_MONTH_MAX_SAMPLES telemetry samples, else day (also
+    when a footer cannot be read: day is the size whose memory does not grow with the fleet's history)."""
+    if setting != AUTO_BATCH_SIZE:
+        return setting, ""
+    months = samples_by_month(lake_raw, files)
+    if months is None:
+        return "day", "auto: a telemetry file's row count could not be read"
+    largest = max(months.values(), default=0)
+    size = "month" if largest <= AUTO_MONTH_MAX_SAMPLES else "day"
+    relation = "<=" if size == "month" else ">"
+    return size, f"auto: largest month {largest:,} telemetry samples {relation} {AUTO_MONTH_MAX_SAMPLES:,}"
 
 
 def lake_files(lake_raw: Path) -> dict[str, list[int]]:
@@ -169,7 +211,8 @@ def plan_window(
     elif state.get("fingerprint") != fingerprint:
         reason = "the dbt project changed since the last build"
     if reason:
-        return BuildWindow(first, end, True, reason, files, lookback, backfill_batch_size())
+        batch_size, why = choose_backfill_batch_size(backfill_batch_size(), home.lake_raw, files)
+        return BuildWindow(first, end, True, f"{reason}; {why}" if why else reason, files, lookback, batch_size)
     seen = state["lake_files"]
     late = sorted({_day_of(path) for path, stat in files.items() if seen.get(path) != stat})
     starts = [last - timedelta(days=lookback), *late]

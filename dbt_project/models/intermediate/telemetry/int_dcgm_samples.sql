@@ -1,11 +1,14 @@
 -- stg_dcgm__samples materialised by day (docs/incremental.md): the deduplicated DCGM samples, built once per day
--- instead of deduplicating the whole raw history in every model that reads them. A batch reads the raw rows of its
--- day only (stg_dcgm__samples' event_time), so a late file for an old day changes that day when it is rebuilt.
+-- instead of deduplicating the whole raw history in every model that reads them. A batch applies staging's rules
+-- (the macro deduplicated_dcgm_samples) to the raw rows of its days only (dbt filters raw_dcgm by its event_time,
+-- ts; a filter on the view's output would not reach the hash aggregate inside it), so a late file for an old day
+-- changes that day when it is rebuilt.
+-- depends_on: {{ ref('stg_dcgm__samples') }}
 {{ daily_microbatch_config('sampled_at', 'sampled_date') }}
 with
 
 samples as (
-    select * from {{ ref('stg_dcgm__samples') }}
+    {{ deduplicated_dcgm_samples(source('lake', 'raw_dcgm')) | indent(4) }}
 ),
 
 final as (
