@@ -18,6 +18,29 @@ START = date(2026, 11, 1)
 FACTORS = {"availability": 0.99, "allocation": 0.9, "runtime_goodput": 0.97, "program_goodput": 0.4}
 
 
+def spine_rows(entity: str, day: int, levels: dict[str, float], installed: float, **extra) -> list[dict]:
+    """Cluster-day metric-tree rows of one entity whose spine factors have `levels` (in the tree's order): each
+    factor's numerator is the next one's denominator, and goodput is their product over `installed`."""
+    denominator, pairs = installed, {}
+    for name, level in levels.items():
+        pairs[name] = (denominator * level, denominator)
+        denominator *= level
+    pairs["goodput"] = (denominator, installed)
+    return [
+        {
+            "grain": "cluster",
+            "entity_id": entity,
+            "metric_date": START + timedelta(days=day),
+            "node_id": node,
+            "numerator": numerator,
+            "denominator": den,
+            "direction": 1,
+            **extra,
+        }
+        for node, (numerator, den) in pairs.items()
+    ]
+
+
 def metric_tree(
     drop_on: str | None, entity: str = "alpha", days: int = 16, change_day: int = 8, seed: int = 1
 ) -> pd.DataFrame:
@@ -30,24 +53,7 @@ def metric_tree(
             levels = {name: value * (1 + rng.normal(0, 0.005)) for name, value in FACTORS.items()}
             if cluster == entity and drop_on and day >= change_day:
                 levels[drop_on] *= 0.88
-            denominator = installed
-            numerators = {}
-            for name in FACTORS:  # nested totals: each factor's numerator is the next one's denominator
-                numerators[name] = (denominator * levels[name], denominator)
-                denominator *= levels[name]
-            numerators["goodput"] = (denominator, installed)
-            for node, (numerator, den) in numerators.items():
-                rows.append(
-                    {
-                        "grain": "cluster",
-                        "entity_id": cluster,
-                        "metric_date": START + timedelta(days=day),
-                        "node_id": node,
-                        "numerator": numerator,
-                        "denominator": den,
-                        "direction": 1,
-                    }
-                )
+            rows += spine_rows(cluster, day, levels, installed)
     return pd.DataFrame(rows)
 
 
@@ -177,26 +183,11 @@ def fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 3) -> pd.
                 "program_goodput": program,
             }
             levels = {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
-            denominator, pairs = installed, {}
-            for name, level in levels.items():
-                pairs[name] = (denominator * level, denominator)
-                denominator *= level
-            pairs["goodput"] = (denominator, installed)
-            for node, (numerator, den) in pairs.items():
-                rows.append(
-                    {
-                        "grain": "cluster",
-                        "entity_id": cluster,
-                        "metric_date": START + timedelta(days=day),
-                        "node_id": node,
-                        "numerator": numerator,
-                        "denominator": den,
-                        "direction": 1,
-                    }
-                )
-                total = totals.setdefault(node, [0.0, 0.0])
-                total[0] += numerator
-                total[1] += den
+            for row in spine_rows(cluster, day, levels, installed):
+                rows.append(row)
+                total = totals.setdefault(row["node_id"], [0.0, 0.0])
+                total[0] += row["numerator"]
+                total[1] += row["denominator"]
         for node, (numerator, den) in totals.items():
             rows.append(
                 {

@@ -7,13 +7,12 @@ from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
+from test_detection import FACTORS, START, spine_rows
 
 from perf_assets.lib.changepoint import DetectorConfig
 from perf_assets.lib.detection import detect_regressions
 from perf_assets.lib.provisional import provisional_days, settled_verdicts
 
-START = date(2026, 11, 1)
-FACTORS = {"availability": 0.99, "allocation": 0.9, "runtime_goodput": 0.97, "program_goodput": 0.4}
 CONFIG = DetectorConfig(n_permutations=199, max_pvalue=0.01, confirm_points=7)
 
 
@@ -27,25 +26,7 @@ def cluster_tree(days: int = 16, change_day: int = 8, provisional: int = 0) -> p
             levels = {name: value * (1 + rng.normal(0, 0.005)) for name, value in FACTORS.items()}
             if cluster == "alpha" and day >= change_day:
                 levels["program_goodput"] *= 0.88
-            installed = denominator = 32 * 86400 * 989e12
-            values = {}
-            for name in FACTORS:
-                values[name] = (denominator * levels[name], denominator)
-                denominator *= levels[name]
-            values["goodput"] = (denominator, installed)
-            for node, (numerator, den) in values.items():
-                rows.append(
-                    {
-                        "grain": "cluster",
-                        "entity_id": cluster,
-                        "metric_date": START + timedelta(days=day),
-                        "node_id": node,
-                        "numerator": numerator,
-                        "denominator": den,
-                        "direction": 1,
-                        "is_provisional": day >= days - provisional,
-                    }
-                )
+            rows += spine_rows(cluster, day, levels, 32 * 86400 * 989e12, is_provisional=day >= days - provisional)
     return pd.DataFrame(rows)
 
 
