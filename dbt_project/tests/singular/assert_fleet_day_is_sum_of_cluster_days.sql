@@ -1,17 +1,50 @@
 {{ config(meta={'dagster': {'ref': {'name': 'fct_fleet_day'}}}) }}
--- Roll-up consistency: fleet goodput recomputed from the cluster-day numerators and
--- denominators equals the stored fleet value (metric_tree.md §2.5, identity 5).
+-- Roll-up consistency cluster → fleet (metric_tree.md §2.5, identity 5): Σ over the clusters of the
+-- known FLOPs and of the installed and productive capacity equals the fleet-day's, and fleet goodput
+-- recomputed from the cluster-days' numerators and denominators equals the stored value where every
+-- cluster's FLOPs are fully known (useful_flop is extrapolated per cluster and for the fleet from the
+-- summed known FLOPs, so with partial coverage the clusters' extrapolations need not add up to the
+-- fleet's; a cluster without any FLOPs metadata must not count as zero). Tolerance 1e-9 relative.
 with
 
 cluster_sums as (
     select
         metric_date,
-        sum(useful_flop) / nullif(sum(installed_pfs), 0) as goodput_from_clusters
+        sum(installed_pfs) as installed_pfs,
+        sum(productive_pfs) as productive_pfs,
+        sum(productive_flops_known_pfs) as productive_flops_known_pfs,
+        sum(useful_flop_known) as useful_flop_known,
+        sum(useful_flop) as useful_flop,
+        bool_and(coalesce(coverage_program_goodput, 1) = 1) as fully_covered
     from {{ ref('fct_cluster_day') }}
     group by metric_date
+),
+
+compared as (
+    select
+        fleet.metric_date,
+        fleet.goodput,
+        cluster_sums.useful_flop / nullif(cluster_sums.installed_pfs, 0) as goodput_from_clusters,
+        abs(fleet.installed_pfs - cluster_sums.installed_pfs)
+            > 1e-9 * greatest(abs(fleet.installed_pfs), 1) as bad_installed_pfs,
+        abs(fleet.productive_pfs - cluster_sums.productive_pfs)
+            > 1e-9 * greatest(abs(fleet.productive_pfs), 1) as bad_productive_pfs,
+        abs(fleet.useful_flop_known - cluster_sums.useful_flop_known)
+            > 1e-9 * greatest(abs(fleet.useful_flop_known), 1) as bad_useful_flop_known,
+        abs(fleet.productive_flops_known_pfs - cluster_sums.productive_flops_known_pfs)
+            > 1e-9 * greatest(abs(fleet.productive_flops_known_pfs), 1) as bad_productive_flops_known_pfs,
+        cluster_sums.fully_covered
+            and abs(fleet.goodput - cluster_sums.useful_flop / nullif(cluster_sums.installed_pfs, 0))
+            > 1e-9 * greatest(abs(fleet.goodput), 1e-12) as bad_goodput
+    from {{ ref('fct_fleet_day') }} as fleet
+    full outer join cluster_sums on fleet.metric_date = cluster_sums.metric_date
 )
 
-select fleet.metric_date, fleet.goodput, cluster_sums.goodput_from_clusters
-from {{ ref('fct_fleet_day') }} as fleet
-inner join cluster_sums on fleet.metric_date = cluster_sums.metric_date
-where abs(fleet.goodput - cluster_sums.goodput_from_clusters) > 1e-9 * greatest(abs(fleet.goodput), 1e-12)
+select *
+from compared
+where metric_date is null
+    or coalesce(bad_installed_pfs, true)
+    or coalesce(bad_productive_pfs, true)
+    or coalesce(bad_useful_flop_known, true)
+    or coalesce(bad_productive_flops_known_pfs, true)
+    or coalesce(bad_goodput, false)
