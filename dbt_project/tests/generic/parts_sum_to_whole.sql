@@ -2,5 +2,5 @@
 {% test parts_sum_to_whole(model, parts, whole, rel_tol=1e-9) %}
 select *
 from {{ model }}
-where abs(({{ parts | join(' + ') }}) - {{ whole }}) > {{ rel_tol }} * greatest(abs({{ whole }}), 1)
+where {{ differs_relatively(parts | join(' + '), whole, rel_tol=rel_tol) }}
 {% endtest %}

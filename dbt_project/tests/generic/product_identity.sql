@@ -4,5 +4,5 @@ select *
 from {{ model }}
 where {{ target }} is not null
   and {% for factor in factors %}{{ factor }} is not null and {% endfor %} true
-  and abs(({{ factors | join(' * ') }}) - {{ target }}) > {{ rel_tol }} * greatest(abs({{ target }}), 1e-12)
+  and {{ differs_relatively(factors | join(' * '), target, floor=1e-12, rel_tol=rel_tol) }}
 {% endtest %}

@@ -25,17 +25,13 @@ compared as (
         fleet.metric_date,
         fleet.goodput,
         cluster_sums.useful_flop / nullif(cluster_sums.installed_pfs, 0) as goodput_from_clusters,
-        abs(fleet.installed_pfs - cluster_sums.installed_pfs)
-            > 1e-9 * greatest(abs(fleet.installed_pfs), 1) as bad_installed_pfs,
-        abs(fleet.productive_pfs - cluster_sums.productive_pfs)
-            > 1e-9 * greatest(abs(fleet.productive_pfs), 1) as bad_productive_pfs,
-        abs(fleet.useful_flop_known - cluster_sums.useful_flop_known)
-            > 1e-9 * greatest(abs(fleet.useful_flop_known), 1) as bad_useful_flop_known,
-        abs(fleet.productive_flops_known_pfs - cluster_sums.productive_flops_known_pfs)
-            > 1e-9 * greatest(abs(fleet.productive_flops_known_pfs), 1) as bad_productive_flops_known_pfs,
+        {%- for measure in ['installed_pfs', 'productive_pfs', 'useful_flop_known', 'productive_flops_known_pfs'] %}
+        {{ differs_relatively('cluster_sums.' ~ measure, 'fleet.' ~ measure) }} as bad_{{ measure }},
+        {%- endfor %}
         cluster_sums.fully_covered
-            and abs(fleet.goodput - cluster_sums.useful_flop / nullif(cluster_sums.installed_pfs, 0))
-            > 1e-9 * greatest(abs(fleet.goodput), 1e-12) as bad_goodput
+            and {{ differs_relatively(
+                'cluster_sums.useful_flop / nullif(cluster_sums.installed_pfs, 0)', 'fleet.goodput', floor=1e-12
+            ) }} as bad_goodput
     from {{ ref('fct_fleet_day') }} as fleet
     full outer join cluster_sums on fleet.metric_date = cluster_sums.metric_date
 )

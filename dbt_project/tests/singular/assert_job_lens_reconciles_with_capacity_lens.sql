@@ -41,9 +41,8 @@ compared as (
 select *
 from compared
 where capacity_productive_gs is null
-    or abs(job_productive_gs + job_program_startup_gs - capacity_productive_gs)
-        > 1e-9 * greatest(abs(capacity_productive_gs), 1)
-    or abs(job_wasted_progress_gs - capacity_wasted_progress_gs) > 1e-9 * greatest(abs(capacity_wasted_progress_gs), 1)
-    or abs(job_blocking_gs - capacity_blocking_gs) > 1e-9 * greatest(abs(capacity_blocking_gs), 1)
+    or {{ differs_relatively('job_productive_gs + job_program_startup_gs', 'capacity_productive_gs') }}
+    or {{ differs_relatively('job_wasted_progress_gs', 'capacity_wasted_progress_gs') }}
+    or {{ differs_relatively('job_blocking_gs', 'capacity_blocking_gs') }}
     or job_allocated_gs < capacity_allocated_gs - 1e-9 * greatest(abs(capacity_allocated_gs), 1)
     or job_allocated_gs > capacity_allocated_gs + capacity_down_gs + 1e-9 * greatest(abs(capacity_allocated_gs), 1)

@@ -63,6 +63,5 @@ compared as (
 
 select *
 from compared
-where abs(coalesce(numerator, 0) - coalesce(children_numerator, 0)) > 1e-9 * greatest(abs(coalesce(numerator, 0)), 1e-9)
-    or abs(coalesce(denominator, 0) - coalesce(children_denominator, 0))
-        > 1e-9 * greatest(abs(coalesce(denominator, 0)), 1e-9)
+where {{ differs_relatively('coalesce(children_numerator, 0)', 'coalesce(numerator, 0)', floor=1e-9) }}
+    or {{ differs_relatively('coalesce(children_denominator, 0)', 'coalesce(denominator, 0)', floor=1e-9) }}

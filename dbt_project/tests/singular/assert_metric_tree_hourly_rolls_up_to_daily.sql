@@ -41,6 +41,5 @@ select *
 from compared
 where daily_denominator is null
     or hourly_denominator is null
-    or abs(daily_denominator - hourly_denominator) > 1e-9 * greatest(abs(daily_denominator), 1)
-    or (coverage = 1 and abs(coalesce(daily_numerator, 0) - coalesce(hourly_numerator, 0))
-        > 1e-9 * greatest(abs(coalesce(daily_numerator, 0)), 1))
+    or {{ differs_relatively('hourly_denominator', 'daily_denominator') }}
+    or (coverage = 1 and {{ differs_relatively('coalesce(hourly_numerator, 0)', 'coalesce(daily_numerator, 0)') }})

@@ -27,18 +27,17 @@ compared as (
         clusters.cluster,
         clusters.metric_date,
         {% for measure in capacity_ledger_states() | map('string') %}
-        abs(clusters.{{ measure }}_gs - node_sums.{{ measure }}_gs)
-            > 1e-9 * greatest(abs(clusters.{{ measure }}_gs), 1) as bad_{{ measure }}_gs,
-        abs(clusters.{{ measure }}_pfs - node_sums.{{ measure }}_pfs)
-            > 1e-9 * greatest(abs(clusters.{{ measure }}_pfs), 1) as bad_{{ measure }}_pfs,
+        {%- for column in [measure ~ '_gs', measure ~ '_pfs'] %}
+        {{ differs_relatively('node_sums.' ~ column, 'clusters.' ~ column) }} as bad_{{ column }},
+        {%- endfor %}
         {% endfor %}
-        abs(clusters.useful_flop_known - node_sums.useful_flop_known)
-            > 1e-9 * greatest(abs(clusters.useful_flop_known), 1) as bad_useful_flop_known,
-        abs(clusters.productive_flops_known_pfs - node_sums.productive_flops_known_pfs)
-            > 1e-9 * greatest(abs(clusters.productive_flops_known_pfs), 1) as bad_productive_flops_known_pfs,
+        {%- for column in ['useful_flop_known', 'productive_flops_known_pfs'] %}
+        {{ differs_relatively('node_sums.' ~ column, 'clusters.' ~ column) }} as bad_{{ column }},
+        {%- endfor %}
         node_sums.fully_covered
-            and abs(clusters.goodput - node_sums.useful_flop / nullif(node_sums.installed_pfs, 0))
-            > 1e-9 * greatest(abs(clusters.goodput), 1e-12) as bad_goodput
+            and {{ differs_relatively(
+                'node_sums.useful_flop / nullif(node_sums.installed_pfs, 0)', 'clusters.goodput', floor=1e-12
+            ) }} as bad_goodput
     from {{ ref('fct_cluster_day') }} as clusters
     full outer join node_sums
         on clusters.cluster = node_sums.cluster and clusters.metric_date = node_sums.metric_date

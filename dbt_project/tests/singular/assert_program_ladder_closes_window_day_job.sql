@@ -40,12 +40,10 @@ union all
 select 'window_to_day', days.job_id, days.metric_date, '{{ column }}'
 from days
 left join windows on days.job_id = windows.job_id and days.metric_date = windows.metric_date
-where abs(coalesce(days.{{ column }}, 0) - coalesce(windows.{{ column }}, 0))
-    > 1e-9 * greatest(abs(coalesce(windows.{{ column }}, 0)), 1)
+where {{ differs_relatively('coalesce(days.' ~ column ~ ', 0)', 'coalesce(windows.' ~ column ~ ', 0)') }}
 union all
 select 'day_to_job', jobs.job_id, cast(null as date), '{{ column }}'
 from jobs
 left join day_sums on jobs.job_id = day_sums.job_id
-where abs(coalesce(jobs.{{ column }}, 0) - coalesce(day_sums.{{ column }}, 0))
-    > 1e-9 * greatest(abs(coalesce(day_sums.{{ column }}, 0)), 1)
+where {{ differs_relatively('coalesce(jobs.' ~ column ~ ', 0)', 'coalesce(day_sums.' ~ column ~ ', 0)') }}
 {%- endfor %}
