@@ -1,4 +1,4 @@
-"""Change points in daily ratio series: a max-scan statistic calibrated by permutation, binary segmentation,
+"""Change points in daily ratio series: a max-scan statistic calibrated by permutation, split-and-merge segmentation,
 Benjamini-Hochberg across the series of a run, bootstrap intervals and a verdict.
 
 Pure numpy + scipy, no I/O. Input: a matrix of numerators and a matrix of denominators (one row
@@ -89,7 +89,19 @@ Method, per series (all series of the same length at once):
    add a spurious change with probability up to 0.1 per scan; a real second change is usually far
    below 0.01. (With permutations, ``1 / (1 + n_permutations)`` must reach that threshold.) When a
    round accepts more candidates for a series than its remaining budget, the smallest p-values
-   (then the largest ``|statistic|``) win. A rejected candidate ends the recursion for its segment.
+   (then the largest ``|statistic|``) win. With ``segmentation="binary"`` a rejected candidate ends the
+   recursion for its segment.
+   Split and merge (``segmentation="split_merge"``, the default; in the manner of Hunter / Apache Otava's
+   split-then-merge and E-divisive's proposals). A staircase (two or more steps in one direction, or steps close
+   together) defeats plain binary segmentation: the first scan takes the largest step, and a sub-segment that
+   still holds two steps has its variance inflated by the one its split does not take, so its p misses
+   ``split_pvalue`` and the recursion stops (incidents seeds 101/102: a framework upgrade seen three days late).
+   So a sub-segment candidate that misses ``split_pvalue`` but has ``p <= propose_pvalue`` (0.05), BH
+   ``q <= max_qvalue`` in its round (``propose_fdr``: the FDR across the run's series still decides; only the
+   per-scan guard is relaxed) and a large enough effect is a *proposal*: it is kept provisionally and the
+   recursion continues under it (a budget of ``max_changes`` proposals per series, apart from the changes the
+   scans accept). Step 7 then tests each proposal between its neighbouring changes (merge test) and merges away
+   the weakest until every proposal left passes.
 7. Final segmentation: every accepted change is then measured between its neighbouring changes
    (the series start and end for the outer ones): ``n_before``, ``n_after``, the pooled levels
    ``sum(num) / sum(den)`` (never the mean of daily ratios), ``relative_effect = after / before - 1``
@@ -101,6 +113,15 @@ Method, per series (all series of the same length at once):
    change of the series is merged away and the others are measured again (a merge step in the
    spirit of Hunter's, on effect size only). ``p_value``, ``q_value`` and
    ``statistic`` stay those of the scan that found the change.
+   Merge test (split_merge): each proposal's split is tested on the window between its neighbouring changes
+   (:func:`_merge_pvalues`): a two-sided Student t (Welch for ``"welch"``, the Huber-clipped t for ``"huber"``,
+   the rank-sum z for ``"rank"``) multiplied by the number of splits the window allows (Bonferroni for the split
+   having been chosen in it). Parametric, because a window between two close changes is too short for a
+   permutation p to reach a small threshold (8 points: 2 / C(8, 4) = 0.029 at best). Per series and pass: an
+   effect under its minimum is merged first (as above), else the proposal with the largest merge p above
+   ``merge_pvalue`` (0.001), else, while more than ``max_changes`` changes are left, the proposal with the
+   largest merge p; then all are measured again. A kept proposal reports its merge p (``merge_p_value``; None
+   for a change its scan accepted on its own).
 8. Evidence per change. ``ci_low``/``ci_high``: a percentile bootstrap interval of the pooled
    relative effect itself (days resampled with replacement within each side, ``n_bootstrap``
    resamples; the resampling weights depend only on ``(seed, n_before, n_after)`` and are applied
@@ -150,8 +171,9 @@ Student t-test over sliding windows. This detector differs from both: it uses a 
 scan of a mean-shift t (or a rank-sum z) on log ratios (not an energy distance),
 calibrates the maximum of the scan by permutation (Hunter's p-values are those of a t-test at a
 split already chosen, not adjusted for the choice), adds BH across series, computes the scan for
-all splits, all series and all permutations as array operations, and recurses by plain binary
-segmentation, merging afterwards only on effect size (step 7), not on a re-test. Its inputs are
+all splits, all series and all permutations as array operations, and recurses by binary
+segmentation whose weaker sub-segment candidates are proposals that a merge test between their
+neighbours keeps or drops (step 6 and 7; a Bonferroni factor for the split's choice in its window). Its inputs are
 numerator and denominator, so levels and effects are pooled ratios that the metric tree can
 decompose. docs/benchmarks.md compares it with Apache Otava and ruptures PELT on seeded labeled series.
 
