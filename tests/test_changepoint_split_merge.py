@@ -117,3 +117,19 @@ def test_perfwh_detect_uses_split_merge_and_can_be_told_binary(tmp_path, capsys,
     assert default["change_points"] == [8, 14, 22] and binary["change_points"] == [22]
     assert default["changes"][0]["merge_p_value"] <= SPLIT_MERGE.merge_pvalue
     assert "merge_p_value" not in default["changes"][1]
+
+
+def test_a_proposal_needs_the_bh_q_of_its_round():
+    # the staircase among 30 series with one clean -15 % step each: the sub-segment round's BH family holds their 60
+    # sub-segment scans, where the staircase's proposal (p = 0.029) has q > 0.05; only the per-scan guard is relaxed
+    rows = [np.asarray(STAIRCASE)]
+    for seed in range(30):
+        step = 0.5 * _noise(100 + seed, 28, 0.01)
+        step[14:] *= 0.85
+        rows.append(step)
+    batch = np.stack(rows)
+    gated = detect(batch, np.ones_like(batch), SPLIT_MERGE).changes
+    ungated = detect(batch, np.ones_like(batch), DetectorConfig(propose_fdr=False)).changes
+    assert [cp.index for cp in gated if cp.series_index == 0] == [22]
+    assert [cp.index for cp in ungated if cp.series_index == 0] == [8, 14, 22]
+    assert all([cp.index for cp in gated if cp.series_index == row] == [14] for row in range(1, 31))
