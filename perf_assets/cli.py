@@ -111,6 +111,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         "--confirm-points": args.confirm_points,
         "--permutations": args.permutations,
         "--better": args.better,
+        "--segmentation": args.segmentation,
     }
     text = None
     if args.file == "-" or (args.file is None and not sys.stdin.isatty()):
@@ -154,6 +155,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             min_segment=pick(args.min_segment, 3),
             confirm_points=pick(args.confirm_points, 7),
             n_permutations=pick(args.permutations, 999),
+            segmentation=pick(args.segmentation, "split_merge"),
         )
         series = read_series(text, column=args.column, denominator_column=args.denominator_column, jsonl=args.jsonl)
         results = detect_series(series, config, better=args.better)
@@ -466,6 +468,11 @@ def parser() -> argparse.ArgumentParser:
         "--confirm-points", type=int, help="points after a change for the verdict 'confirmed' (default 7)"
     )
     detect.add_argument("--permutations", type=int, help="permutations of the p-value (default 999)")
+    detect.add_argument(
+        "--segmentation",
+        choices=["split_merge", "binary"],
+        help="several changes per series: split_merge (default, as the warehouse's detection) or plain binary",
+    )
     detect.add_argument(
         "--better", choices=["higher", "lower"], help="adds kind: improvement or regression to each change"
     )

@@ -14,7 +14,13 @@ import pandas as pd
 from perf_assets.lib.alerts import build_incidents, upsert_incidents
 from perf_assets.lib.detection import REGRESSION_COLUMNS
 from perf_assets.lib.evaluation import evaluate
-from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, own_cause, pace_companions
+from perf_assets.lib.knock_on import (
+    down_time_knock_ons,
+    job_peer_knock_ons,
+    maintenance_knock_ons,
+    own_cause,
+    pace_companions,
+)
 from perf_assets.lib.topology import Topology
 
 
@@ -291,3 +297,40 @@ def test_an_expected_incident_is_stored_as_expected_and_not_reopened(tmp_path):
     assert reopen_unannotated(tmp_path, []) == []  # no annotation made it expected: none withdrawn
     assert [alert["status"] for alert in fold(read_events(tmp_path)).values()] == ["expected"]
     json.dumps(result.expected[0], default=str)  # stored as JSON
+
+
+def maintenance_tree(node: str, shares: dict[int, float]) -> pd.DataFrame:
+    """Node down_maintenance_share rows (October): day -> share of the day down for planned maintenance."""
+    return pd.DataFrame(
+        [
+            {
+                "grain": "node",
+                "entity_id": node,
+                "node_id": "down_maintenance_share",
+                "metric_date": date(2026, 10, day),
+                "numerator": share * 8.0e20,
+                "denominator": 8.0e20,
+            }
+            for day, share in shares.items()
+        ]
+    )
+
+
+def test_an_allocation_change_beside_a_planned_maintenance_is_the_drain():
+    # incidents seeds 1-3: h200-n01 down for maintenance a quarter of 10-04, drained on 10-03 and 10-04
+    planned = maintenance_tree("h200-n01", {3: 0.0, 4: 0.25, 5: 0.0})
+    found = pd.DataFrame(
+        [
+            row("h200-n01", "allocation", 5, 0.35),  # the refill after it
+            row("h200-n01", "allocation", 3, -0.6),  # the drain before it
+            row("h200-n01", "allocation", 7, 0.2),  # three days later: not the maintenance's
+            row("h200-n02", "allocation", 5, 0.3),  # another node
+            row("h200-n01", "program_goodput", 5, 0.1),  # not what a drain moves
+            row("h200", "allocation", 5, 0.1, grain="cluster"),
+        ]
+    )
+    expected = maintenance_knock_ons(found, planned)
+    assert set(expected) == {0, 1}
+    assert expected[0].startswith("planned maintenance: node h200-n01 was down for maintenance on 2026-10-04")
+    # no planned maintenance (a fault's down time is not in down_maintenance_share): nothing is expected
+    assert maintenance_knock_ons(found, maintenance_tree("h200-n01", {4: 0.0})) == {}

@@ -1,4 +1,4 @@
-"""Change points in daily ratio series: a max-scan statistic calibrated by permutation, binary segmentation,
+"""Change points in daily ratio series: a max-scan statistic calibrated by permutation, split-and-merge segmentation,
 Benjamini-Hochberg across the series of a run, bootstrap intervals and a verdict.
 
 Pure numpy + scipy, no I/O. Input: a matrix of numerators and a matrix of denominators (one row
@@ -89,7 +89,19 @@ Method, per series (all series of the same length at once):
    add a spurious change with probability up to 0.1 per scan; a real second change is usually far
    below 0.01. (With permutations, ``1 / (1 + n_permutations)`` must reach that threshold.) When a
    round accepts more candidates for a series than its remaining budget, the smallest p-values
-   (then the largest ``|statistic|``) win. A rejected candidate ends the recursion for its segment.
+   (then the largest ``|statistic|``) win. With ``segmentation="binary"`` a rejected candidate ends the
+   recursion for its segment.
+   Split and merge (``segmentation="split_merge"``, the default; in the manner of Hunter / Apache Otava's
+   split-then-merge and E-divisive's proposals). A staircase (two or more steps in one direction, or steps close
+   together) defeats plain binary segmentation: the first scan takes the largest step, and a sub-segment that
+   still holds two steps has its variance inflated by the one its split does not take, so its p misses
+   ``split_pvalue`` and the recursion stops (incidents seeds 101/102: a framework upgrade seen three days late).
+   So a sub-segment candidate that misses ``split_pvalue`` but has ``p <= propose_pvalue`` (0.05), BH
+   ``q <= max_qvalue`` in its round (``propose_fdr``: the FDR across the run's series still decides; only the
+   per-scan guard is relaxed) and a large enough effect is a *proposal*: it is kept provisionally and the
+   recursion continues under it (a budget of ``max_changes`` proposals per series, apart from the changes the
+   scans accept). Step 7 then tests each proposal between its neighbouring changes (merge test) and merges away
+   the weakest until every proposal left passes.
 7. Final segmentation: every accepted change is then measured between its neighbouring changes
    (the series start and end for the outer ones): ``n_before``, ``n_after``, the pooled levels
    ``sum(num) / sum(den)`` (never the mean of daily ratios), ``relative_effect = after / before - 1``
@@ -101,6 +113,15 @@ Method, per series (all series of the same length at once):
    change of the series is merged away and the others are measured again (a merge step in the
    spirit of Hunter's, on effect size only). ``p_value``, ``q_value`` and
    ``statistic`` stay those of the scan that found the change.
+   Merge test (split_merge): each proposal's split is tested on the window between its neighbouring changes
+   (:func:`_merge_pvalues`): a two-sided Student t (Welch for ``"welch"``, the Huber-clipped t for ``"huber"``,
+   the rank-sum z for ``"rank"``) multiplied by the number of splits the window allows (Bonferroni for the split
+   having been chosen in it). Parametric, because a window between two close changes is too short for a
+   permutation p to reach a small threshold (8 points: 2 / C(8, 4) = 0.029 at best). Per series and pass: an
+   effect under its minimum is merged first (as above), else the proposal with the largest merge p above
+   ``merge_pvalue`` (0.001), else, while more than ``max_changes`` changes are left, the proposal with the
+   largest merge p; then all are measured again. A kept proposal reports its merge p (``merge_p_value``; None
+   for a change its scan accepted on its own).
 8. Evidence per change. ``ci_low``/``ci_high``: a percentile bootstrap interval of the pooled
    relative effect itself (days resampled with replacement within each side, ``n_bootstrap``
    resamples; the resampling weights depend only on ``(seed, n_before, n_after)`` and are applied
@@ -150,8 +171,9 @@ Student t-test over sliding windows. This detector differs from both: it uses a 
 scan of a mean-shift t (or a rank-sum z) on log ratios (not an energy distance),
 calibrates the maximum of the scan by permutation (Hunter's p-values are those of a t-test at a
 split already chosen, not adjusted for the choice), adds BH across series, computes the scan for
-all splits, all series and all permutations as array operations, and recurses by plain binary
-segmentation, merging afterwards only on effect size (step 7), not on a re-test. Its inputs are
+all splits, all series and all permutations as array operations, and recurses by binary
+segmentation whose weaker sub-segment candidates are proposals that a merge test between their
+neighbours keeps or drops (step 6 and 7; a Bonferroni factor for the split's choice in its window). Its inputs are
 numerator and denominator, so levels and effects are pooled ratios that the metric tree can
 decompose. docs/benchmarks.md compares it with Apache Otava and ruptures PELT on seeded labeled series.
 
@@ -193,6 +215,7 @@ LOG_RESOLUTION = 1e-9
 STATISTICS = ("student", "welch", "rank", "huber")
 EFFECT_FLOORS = ("estimate", "interval")
 FDR_FAMILIES = ("auto", "flat", "tree")
+SEGMENTATIONS = ("split_merge", "binary")
 #: Huber clipping constant of ``statistic="huber"``: values beyond ``median +- HUBER_K * 1.4826 * MAD`` are clipped.
 HUBER_K = 2.0
 SCALES = ("log", "linear")
@@ -234,6 +257,13 @@ class DetectorConfig:
     # when its parent is discovered, BH within the children of one parent), "auto" (tree when flat BH could not
     # discover a lone change at all: series x smallest permutation p > max_qvalue; see `tree_needed`)
     fdr_families: str = "auto"
+    # Segmentation (module docstring, step 6): "split_merge" proposes sub-segment changes at the looser
+    # propose_pvalue and keeps a proposal only while its test between its neighbouring changes passes merge_pvalue;
+    # "binary" is plain binary segmentation (a sub-segment change needs split_pvalue, a rejected one ends the recursion)
+    segmentation: str = "split_merge"
+    propose_pvalue: float = 0.05  # sub-segment scans at or under this propose a change (split_merge)
+    merge_pvalue: float = 0.001  # a proposal survives when its test between its neighbours has p <= this
+    propose_fdr: bool = True  # a proposal needs the round's BH q <= max_qvalue too (only split_pvalue is relaxed)
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -283,6 +313,12 @@ class DetectorConfig:
             raise ValueError(f"floor_confidence must be in (0, 1), got {self.floor_confidence}")
         if self.fdr_families not in FDR_FAMILIES:
             raise ValueError(f"fdr_families must be one of {FDR_FAMILIES}, got {self.fdr_families!r}")
+        if self.segmentation not in SEGMENTATIONS:
+            raise ValueError(f"segmentation must be one of {SEGMENTATIONS}, got {self.segmentation!r}")
+        if not 0.0 < self.propose_pvalue <= 1.0:
+            raise ValueError(f"propose_pvalue must be in (0, 1], got {self.propose_pvalue}")
+        if not 0.0 < self.merge_pvalue <= 1.0:
+            raise ValueError(f"merge_pvalue must be in (0, 1], got {self.merge_pvalue}")
         if self.confirm_points < 1:
             raise ValueError(f"confirm_points must be >= 1, got {self.confirm_points}")
         if self.n_bootstrap < 1:
@@ -357,6 +393,9 @@ class ChangePoint:
     welch_ci_low: float = 0.0  # Welch interval of d, mapped to a relative effect
     welch_ci_high: float = 0.0
     absolute_effect: float = 0.0  # after_level - before_level
+    # split_merge: p of the change's test between its neighbouring changes (Bonferroni over the window's splits);
+    # None for a change its scan accepted on its own (first scan, or a sub-segment scan with p <= split_pvalue)
+    merge_p_value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1073,6 +1112,10 @@ def detect(
     starts = np.zeros(rows.size, dtype=np.int64)
     ends = n_valid[rows].astype(np.int64)
     budget = np.full(n_rows, config.max_changes, dtype=np.int64)
+    split_merge = config.segmentation == "split_merge"
+    # proposals (split_merge) have a budget of their own, so they never take the place of a change a scan accepted
+    extra = np.full(n_rows, config.max_changes if split_merge else 0, dtype=np.int64)
+    proposed: dict[int, set[int]] = {}  # row -> compact splits accepted only as proposals (tested in phase 2)
     accepted: dict[int, dict[int, tuple[float, float, float]]] = {}  # row -> {compact split: (p, q, t)}
     first_scan: dict[int, tuple[float, float]] = {}  # row -> (p, q) of the scan of the whole series
 
@@ -1124,17 +1167,29 @@ def detect(
         ok = (p_round <= max_p) & big_enough
         if config.max_qvalue is not None:
             ok &= q_round <= config.max_qvalue
-        candidates = sorted((float(p_round[i]), -abs(float(t_round[i])), i) for i in np.flatnonzero(ok))
+        # split_merge: a sub-segment scan that misses the thresholds but has p <= propose_pvalue (and a large
+        # enough effect) proposes its split; phase 2 keeps it only if its test between its neighbours passes
+        propose = (
+            ~ok & big_enough & (p_round <= config.propose_pvalue)
+            if split_merge and not first_round
+            else np.zeros(rows.size, dtype=bool)
+        )
+        if config.max_qvalue is not None and config.propose_fdr:  # BH across the run's series still decides
+            propose &= q_round <= config.max_qvalue
+        candidates = sorted((float(p_round[i]), -abs(float(t_round[i])), i) for i in np.flatnonzero(ok | propose))
 
         next_segments: list[tuple[int, int, int]] = []
         for p, _, i in candidates:
             row, start, mid, end = int(rows[i]), int(starts[i]), int(mid_round[i]), int(ends[i])
-            if budget[row] <= 0:
+            pool = extra if propose[i] else budget
+            if pool[row] <= 0:
                 continue
-            budget[row] -= 1
+            pool[row] -= 1
             accepted.setdefault(row, {})[mid] = (p, float(q_round[i]), float(t_round[i]))
+            if propose[i]:
+                proposed.setdefault(row, set()).add(mid)
             next_segments += [(row, a, b) for a, b in ((start, mid), (mid, end)) if b - a >= min_length]
-        next_segments = [seg for seg in next_segments if budget[seg[0]] > 0]
+        next_segments = [seg for seg in next_segments if budget[seg[0]] + extra[seg[0]] > 0]
         rows = np.asarray([seg[0] for seg in next_segments], dtype=np.int64)
         starts = np.asarray([seg[1] for seg in next_segments], dtype=np.int64)
         ends = np.asarray([seg[2] for seg in next_segments], dtype=np.int64)
@@ -1144,6 +1199,10 @@ def detect(
     # an effect smaller than its minimum, the weakest such change of the series is merged away and
     # its neighbours are measured again.
     # ``splits``: row -> [(compact split, evidence of the scan that found it)], in order.
+    # split_merge adds the merge test: a proposal (phase 1) stays only while the test of its split between its
+    # neighbouring changes has p <= merge_pvalue; per row and pass, an effect under its minimum is merged first,
+    # else the proposal with the largest merge p above merge_pvalue, else (more than max_changes left) the
+    # proposal with the largest merge p.
     splits = {row: sorted(found_at.items()) for row, found_at in accepted.items()}
     while True:
         items: list[tuple[int, int, int, int]] = []  # (row, previous bound, change, next bound)
@@ -1153,6 +1212,7 @@ def detect(
             items += [(row, bounds[i], bounds[i + 1], bounds[i + 2]) for i in range(len(row_splits))]
             evidence += [ev for _, ev in row_splits]
         summaries = _summaries(items, yc, numc, denc, config)
+        merge_p = _merge_pvalues(items, yc, config) if proposed else np.ones(len(items))
         weakest: dict[int, tuple[float, int]] = {}
         for (row, _, mid, _), summary in zip(items, summaries):
             effect = abs(summary["relative_effect"])
@@ -1161,15 +1221,24 @@ def detect(
             small = not effect >= min_effect[row] and min_effect[row] > 0.0  # NaN (linear, before 0) is small
             if small and not effect >= weakest.get(row, (math.inf, 0))[0]:
                 weakest[row] = (effect, mid)
-        if not weakest:
+        unproven: dict[int, tuple[float, int]] = {}
+        for (row, _, mid, _), p in zip(items, merge_p):
+            if row in weakest or mid not in proposed.get(row, ()):
+                continue
+            over = p > config.merge_pvalue or len(splits[row]) > config.max_changes
+            if over and p >= unproven.get(row, (-1.0, 0))[0]:
+                unproven[row] = (float(p), mid)
+        if not weakest and not unproven:
             break
-        for row, (_, mid) in weakest.items():
+        for row, (_, mid) in (weakest | unproven).items():
             splits[row] = [(m, ev) for m, ev in splits[row] if m != mid]
 
     intervals = _bootstrap_intervals(items, numc, denc, config)
     test_name = config.test_name
     found = []
-    for (row, _, mid, _), summary, (ci_low, ci_high), (p, q, t) in zip(items, summaries, intervals, evidence):
+    for (row, _, mid, _), summary, (ci_low, ci_high), (p, q, t), mp in zip(
+        items, summaries, intervals, evidence, merge_p
+    ):
         effect = float(summary["relative_effect"])
         absolute = float(summary["absolute_effect"])
         rising = effect > 0 if math.isfinite(effect) and effect != 0 else absolute > 0 or (absolute == 0 and t > 0)
@@ -1199,6 +1268,7 @@ def detect(
                 welch_ci_low=float(summary["welch_ci_low"]),
                 welch_ci_high=float(summary["welch_ci_high"]),
                 absolute_effect=absolute,
+                merge_p_value=float(mp) if mid in proposed.get(row, ()) else None,
             )
         )
     found.sort(key=lambda cp: (cp.series_index, cp.index))
@@ -1225,6 +1295,57 @@ def detect(
             )
         )
     return Detection(changes=found, series=series)
+
+
+def _merge_pvalues(items: list[tuple[int, int, int, int]], yc: np.ndarray, config: DetectorConfig) -> np.ndarray:
+    """Merge test of each ``(row, lo, split, hi)`` (compacted): does ``y[split:hi]`` differ from ``y[lo:split]``?
+
+    A parametric two-sided test at the given split between the neighbouring changes, as Hunter/Otava's merge step
+    does, multiplied by the number of splits the window allows (Bonferroni for the split having been chosen in it),
+    capped at 1: Student's t (pooled variance, ``n - 2`` degrees of freedom), Welch's t for ``statistic="welch"``,
+    the t of the Huber-clipped window for ``"huber"`` and the rank-sum z (normal approximation, mid-ranks) for
+    ``"rank"``. Parametric because a window between two close changes is too short for a permutation p to reach a
+    small threshold (8 points: at best 2 / C(8, 4) = 0.029). Grouped by window length, vectorized.
+    """
+    out = np.ones(len(items))
+    if not items:
+        return out
+    arr = np.asarray(items, dtype=np.int64).reshape(-1, 4)
+    lengths = arr[:, 3] - arr[:, 1]
+    m = config.min_segment
+    for length in np.unique(lengths):
+        sel = np.flatnonzero(lengths == length)
+        r, lo = arr[sel, 0], arr[sel, 1]
+        y = yc[r[:, None], lo[:, None] + np.arange(length)[None, :]]
+        split = arr[sel, 2] - lo
+        rows = np.arange(sel.size)
+        if config.statistic == "rank":
+            x, variance = _centred_ranks(y)
+            excess, var = _rank_moments(x, variance, m)
+        else:
+            x = _huber_clip(y) if config.statistic == "huber" else y
+            x = x - x.mean(axis=1, keepdims=True)
+            excess, var = _scan_moments(x, m, pooled=config.statistic != "welch")
+        at = split - m
+        signed, var = excess[rows, at], var[rows, at]
+        score = np.where(var > 0, np.abs(signed) / np.sqrt(np.where(var > 0, var, 1.0)), 0.0)
+        if config.statistic == "rank":
+            p = 2.0 * stats.norm.sf(score)
+        else:
+            if config.statistic == "welch":
+                nl, nr = split.astype(float), length - split.astype(float)
+                left = np.arange(length)[None, :] < split[:, None]
+                ml = np.where(left, x, 0.0).sum(axis=1) / nl
+                mr = np.where(left, 0.0, x).sum(axis=1) / nr
+                al = np.where(left, (x - ml[:, None]) ** 2, 0.0).sum(axis=1) / (nl - 1.0) / nl
+                ar = np.where(left, 0.0, (x - mr[:, None]) ** 2).sum(axis=1) / (nr - 1.0) / nr
+                den = al * al / (nl - 1.0) + ar * ar / (nr - 1.0)
+                df = np.where(den > 0, (al + ar) ** 2 / np.where(den > 0, den, 1.0), length - 2.0)
+            else:
+                df = np.full(sel.size, length - 2.0)
+            p = 2.0 * stats.t.sf(score, df)
+        out[sel] = np.minimum(1.0, p * (length - 2 * m + 1))
+    return out
 
 
 def _summaries(

@@ -24,7 +24,12 @@ from perf_assets.lib.causes import dimension_changes, rank_causes
 from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
 from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.grouping import FACTOR_OF_METRIC
-from perf_assets.lib.knock_on import down_time_knock_ons, job_peer_knock_ons, pace_companions
+from perf_assets.lib.knock_on import (
+    down_time_knock_ons,
+    job_peer_knock_ons,
+    maintenance_knock_ons,
+    pace_companions,
+)
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
 from perf_assets.lib.provisional import settled_verdicts
 from perf_assets.lib.ramp import fit_ramp
@@ -768,6 +773,7 @@ def detect_regressions(
     expected = job_peer_knock_ons(found, allocations, min_effect("node", "program_goodput"))
     expected |= pace_companions(found, expected, gpu_nodes)
     expected |= down_time_knock_ons(found, metric_tree)
+    expected |= maintenance_knock_ons(found, metric_tree)
     found["expected_because"] = pd.Series(
         [expected.get(index) for index in found.index], index=found.index, dtype=object
     )

@@ -22,6 +22,13 @@ Two kinds, each a plain function over the rows of `regressions` (detection.py wr
   it does not count (``shared_incident``); and a change whose own node had a configuration change within a day
   (``coinciding_changes`` of a ``SOFTWARE_DIMENSIONS`` component: a driver, torch, image ... rollout, a power
   limit) or whose top cause candidate is one has a cause of its own and is never set aside (``grouping.own_cause``).
+* **Planned maintenance.** Before a node's planned maintenance (node state ``maintenance``: the tree's
+  ``down_maintenance_share``) the scheduler drains it, so its allocation drops on the day before and the day of the
+  maintenance, and it is refilled after. A node-grain ``allocation`` change (either direction) whose split day is
+  within ``DRAIN_DAYS`` of a day with planned maintenance on that node (from the day before its first maintenance day
+  to the day after its last) is expected (``maintenance_knock_ons``; incidents seeds 1-3: h200-n01's maintenance of
+  10-04 with its allocation 0.05-0.70 on 10-03 and 0.41-0.50 on 10-04, 0.72-0.87 on 10-05). Unplanned down time
+  (faults, repair, drain for another reason) does not count: it is what incidents cause.
 * **Down time.** When a node goes down (a fault, a maintenance), the jobs on it are requeued and a job waiting
   for its node count keeps other nodes idle while eligible work pends: the scheduler's idle-fragmented share
   rises for a day or two. A cluster ``idle_fragmented_share`` burst is expected when the cluster lost capacity
@@ -49,6 +56,8 @@ KNOCK_ON_METRICS = ("program_goodput",)  # the pace of a synchronous job: what i
 PACE_COMPANIONS = ("power_ratio",)  # follow the pace of the job: a GPU waiting for a slower peer draws less power
 BURST_METRICS = ("idle_fragmented_share",)
 DOWN_TIME_FACTOR = 2.0
+DRAIN_METRICS = ("allocation",)  # what the scheduler's drain before a planned maintenance and the refill after move
+DRAIN_DAYS = 1  # a node's allocation change this many days before its maintenance to as many after it is its drain
 
 
 def _split_day(row: dict) -> date:
@@ -232,5 +241,33 @@ def down_time_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) ->
                 f"down time: cluster {row['entity_id']} lost capacity to down time from {first - timedelta(days=1)} "
                 f"to {last}; the burst's idle-fragmented capacity is {ratio:.2f} times that "
                 f"(at most {DOWN_TIME_FACTOR:g}: requeued jobs waiting for their node count)"
+            )
+    return out
+
+
+def maintenance_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) -> dict:
+    """``{index: reason}`` for the node ``DRAIN_METRICS`` changes that split within ``DRAIN_DAYS`` of the node's
+    planned maintenance (days with ``down_maintenance_share`` above 0 in the node's metric tree rows)."""
+    rows = regressions[(regressions["grain"] == "node") & regressions["metric"].isin(DRAIN_METRICS)]
+    if rows.empty or metric_tree.empty:
+        return {}
+    planned = metric_tree[
+        (metric_tree["grain"] == "node")
+        & (metric_tree["node_id"] == "down_maintenance_share")
+        & (metric_tree["numerator"] > 0)
+        & metric_tree["entity_id"].isin(set(rows["entity_id"]))
+    ]
+    if planned.empty:
+        return {}
+    days_of = planned.groupby("entity_id")["metric_date"].apply(lambda d: sorted({as_day(x) for x in d})).to_dict()
+    out = {}
+    for index, row in rows.iterrows():
+        split = _split_day(row)
+        near = [d for d in days_of.get(row["entity_id"], []) if abs((split - d).days) <= DRAIN_DAYS]
+        if near:
+            out[index] = (
+                f"planned maintenance: node {row['entity_id']} was down for maintenance on "
+                f"{', '.join(str(d) for d in near)}; its allocation moves with the drain before it and the refill "
+                f"after (split {split}, within {DRAIN_DAYS} day)"
             )
     return out

@@ -15,7 +15,8 @@ Output, one JSON object per series: ``change_points`` (indices of the first poin
 regime), ``changes`` (each with ``index``, ``before``, ``after``, ``effect`` (relative),
 ``ci`` ([low, high] bootstrap interval of the relative effect), ``p_value``, ``q_value``,
 ``direction`` (up/down), ``verdict`` (confirmed/provisional), ``shape`` (step/drift), ``n_before``,
-``n_after``, ``welch_ci`` and, when told which way is better, ``kind`` (improvement/regression)),
+``n_after``, ``welch_ci``, ``merge_p_value`` (only for a split-and-merge proposal: its test between its neighbouring
+changes) and, when told which way is better, ``kind`` (improvement/regression)),
 ``status`` (changed, no_change or too_short: not tested), ``n``, ``n_valid``, ``min_length``, and
 ``p_value``/``q_value`` of the scan of the whole series (null when not tested).
 """
@@ -213,6 +214,8 @@ def result_dict(status: SeriesResult, changes: list[ChangePoint], better: str | 
             "n_after": cp.n_after,
             "welch_ci": [_clean(cp.welch_ci_low), _clean(cp.welch_ci_high)],
         }
+        if cp.merge_p_value is not None:  # split_merge: a proposal kept by its test between its neighbours
+            item["merge_p_value"] = cp.merge_p_value
         if better is not None:
             item["kind"] = "improvement" if (cp.direction == "up") == (better == "higher") else "regression"
         out_changes.append(item)

@@ -39,6 +39,10 @@ class DetectionConfig(dg.Config):
     # BH families: "auto" (hierarchical, fleet and clusters -> nodes -> GPUs, when one family could not discover a
     # lone change: many series, few days), "flat" (one family), "tree" (always hierarchical)
     fdr_families: str = "auto"
+    # several changes per series (docs/detection.md, "Split and merge"): "split_merge" or "binary" segmentation
+    segmentation: str = "split_merge"
+    propose_pvalue: float = 0.05  # a sub-segment scan at or under this (and BH q) proposes a change
+    merge_pvalue: float = 0.001  # a proposal is kept when its test between its neighbouring changes passes this
 
 
 @dg.asset(
@@ -75,6 +79,9 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         min_relative_effects=dict(config.min_relative_effects),
         confirm_points=config.confirm_points,
         fdr_families=config.fdr_families,
+        segmentation=config.segmentation,
+        propose_pvalue=config.propose_pvalue,
+        merge_pvalue=config.merge_pvalue,
     )
     with warehouse_write_lock(home):
         connection = connect(home.warehouse_db, read_only=False)
