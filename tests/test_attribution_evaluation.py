@@ -376,3 +376,48 @@ def test_a_change_back_at_an_incidents_end_is_its_recovery_not_a_false_alarm():
 
     report = evaluate(pd.DataFrame([down, late]), [label])  # 4 days after the end: not its recovery
     assert report["false_alarms"]["count"] == 1 and report["recovery_groups"] == []
+
+
+def _unit_series_per_unit(metric_tree: pd.DataFrame, metric: str, dates: list) -> tuple:
+    """The rule UnitSeries replaced: the tree filtered and grouped again for every change, unit by unit."""
+    rows = metric_tree[metric_tree["node_id"] == metric]
+    for grain in ("node", "cluster"):
+        frame = rows[rows["grain"] == grain]
+        if frame.empty:
+            continue
+        frame = frame.assign(metric_date=pd.to_datetime(frame["metric_date"]).dt.date)
+        series = {}
+        for unit, part in frame.groupby("entity_id"):
+            by_day = part.groupby("metric_date")[["numerator", "denominator"]].sum().reindex(dates)
+            series[str(unit)] = (by_day["numerator"].to_numpy(float), by_day["denominator"].to_numpy(float))
+        return grain, series
+    return None, {}
+
+
+def test_unit_series_grouped_once_equal_the_per_change_grouping():
+    """Units' days as the per-unit groupby gives them: a day with unknown values sums to 0, a day without rows (or
+    outside the tree's days) is NaN, two rows of one day add up; node units first, else clusters."""
+    from perf_assets.lib.causes import UnitSeries
+
+    day = date(2026, 11, 1)
+    rows = [
+        ("node", "n1", "program_goodput", day, 1.0, 2.0),
+        ("node", "n1", "program_goodput", day, 0.1, 0.3),  # a second row of the same day
+        ("node", "n1", "program_goodput", day + timedelta(days=1), None, 2.0),  # unknown numerator
+        ("node", "n2", "program_goodput", day + timedelta(days=2), 0.7, 1.0),
+        ("cluster", "c1", "program_goodput", day, 5.0, 9.0),
+        ("cluster", "c1", "availability", day, 0.9, 1.0),
+        ("cluster", "c2", "availability", day + timedelta(days=1), 0.8, 1.0),
+    ]
+    tree = pd.DataFrame(rows, columns=["grain", "entity_id", "node_id", "metric_date", "numerator", "denominator"])
+    units = UnitSeries(tree)
+    for metric in ("program_goodput", "availability", "absent"):
+        for dates in ([day - timedelta(days=1) + timedelta(days=i) for i in range(5)], [day + timedelta(days=1)]):
+            grain, series = units.on(metric, dates)
+            want_grain, want = _unit_series_per_unit(tree, metric, dates)
+            assert grain == want_grain and series.keys() == want.keys()
+            for unit, (numerator, denominator) in want.items():
+                np.testing.assert_array_equal(series[unit][0], numerator)
+                np.testing.assert_array_equal(series[unit][1], denominator)
+    grain, series = units.on("program_goodput", [day, day + timedelta(days=1), day + timedelta(days=3)])
+    assert grain == "node" and series["n1"][0].tolist()[:2] == [1.1, 0.0] and np.isnan(series["n1"][0][2])

@@ -6,6 +6,7 @@ import shutil
 from collections import Counter
 
 import duckdb
+import pyarrow.compute as pc
 import pytest
 
 from perf_assets.lib.contracts import RAW_TABLES
@@ -178,3 +179,44 @@ def test_a_crash_while_reingest_rewrites_a_compacted_file_keeps_the_old_rows(hom
         ingest(home, [victim], force=True, compaction=NEVER)
     assert snapshot(home) == before
     assert_each_landed_file_in_one_place(home)
+
+
+def test_compacted_files_read_back_in_each_tables_own_schema_with_their_landed_files(home):
+    """Compaction holds strings as dictionaries in memory and stores them without an Arrow schema: a pyarrow reader
+    still gets each table's plain schema, and the footer still lists the landed files."""
+    import pyarrow.parquet as pq
+
+    small = {table.name: {path.stem for path in data_files(home, table)} for table in RAW_TABLES.values()}
+    compact(home, policy=ALWAYS)
+    checked = 0
+    for table in RAW_TABLES.values():
+        compacted = [path for path in data_files(home, table) if is_compacted(path)]
+        for path in compacted:
+            assert pq.read_table(path).schema.remove_metadata() == table.full_schema, path
+        assert {landed for path in compacted for landed in landed_ids_in(path)} <= small[table.name]
+        checked += len(compacted)
+    assert checked >= 3
+
+
+def test_a_small_file_written_before_a_column_existed_compacts_with_that_column_null(home):
+    """A small file without a column of today's schema (written by an older parser) is read as read_table(schema=)
+    reads it: the column is NULL on its rows, the other rows keep their values."""
+    import pyarrow.parquet as pq
+
+    dcgm = RAW_TABLES["dcgm"]
+    day = lake_module.day_dirs(home.lake_raw, dcgm)[0]
+    old = sorted(day.glob("*.parquet"))[0]
+    rows = pq.read_table(old)
+    pq.write_table(rows.drop_columns(["labels_json"]), old)
+    others = duckdb.sql(
+        f"select count(labels_json) from read_parquet('{day}/*.parquet', union_by_name = true) "
+        f"where landed_file_id <> '{old.stem}'"
+    ).fetchone()[0]
+
+    compact(home, table="dcgm", policy=ALWAYS)
+
+    (compacted,) = day.glob("*.parquet")
+    after = pq.read_table(compacted)
+    mine = after.filter(pc.equal(after["landed_file_id"], old.stem))
+    assert mine.num_rows == rows.num_rows and mine["labels_json"].null_count == rows.num_rows
+    assert after.num_rows - mine.num_rows > 0 and pc.count(after["labels_json"]).as_py() == others > 0

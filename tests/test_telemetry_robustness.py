@@ -414,3 +414,35 @@ def test_the_day_built_samples_apply_staging_rules_to_repeated_and_single_delive
         "where field = 'DCGM_FI_DEV_GPU_UTIL' order by sampled_at"
     ).fetchall()
     assert util == [(10.0, 3, False), (20.0, 3, True), (30.0, 3, True), (45.0, 4, True)]
+
+
+def test_range_files_convert_in_one_call_and_odd_values_fall_back_to_the_same_rows(tmp_path, monkeypatch):
+    """A clean file converts all its series at once (the series-by-series path is not taken); a value of another
+    type (a bool) or a NaN literal (which orjson refuses: json.loads reads the file) still gives the per-sample rows."""
+    from perf_assets.lib.ingest.formats import prometheus_range
+
+    home = data_home(tmp_path).ensure()
+    clean = range_json(
+        (labels("DCGM_FI_DEV_GPU_UTIL"), [[T0, "97"], [T0 + 300.25, "NaN"], [T0 + 600, 12]]),
+        (labels("DCGM_FI_DEV_POWER_USAGE", gpu=1, uuid=UUID_B), [[T0, "350.5"], [T0 + 300, "9223372036854775794"]]),
+        ({"__name__": "DCGM_FI_DEV_GPU_TEMP"}, [[T0, "40"]]),
+        (labels("DCGM_FI_DEV_SM_CLOCK", gpu=2), []),
+    )
+    odd = range_json(
+        (labels("DCGM_FI_DEV_GPU_UTIL"), [[T0, "97"], [T0 + 300, True], [T0 + 600, math.nan]]),
+        (labels("DCGM_FI_DEV_POWER_USAGE", gpu=1, uuid=UUID_B), [[T0, "350.5"]]),
+    )
+    assert "NaN" in odd
+    landed = {
+        name: describe(home.landing, land(home, f"{DAY}/gpu-n{i}__-__-__20261101T000000Z.json", content))
+        for i, (name, content) in enumerate((("clean", clean), ("odd", odd)), start=1)
+    }
+    slow = prometheus_range._rows_series_by_series
+    calls = []
+    monkeypatch.setattr(prometheus_range, "_rows_series_by_series", lambda *a: calls.append(a) or slow(*a))
+
+    clean_rows = parse_prometheus_range(landed["clean"]).to_pylist()
+    assert not calls and clean_rows == reference_rows(landed["clean"]) and len(clean_rows) == 5
+    odd_rows = parse_prometheus_range(landed["odd"]).to_pylist()
+    assert len(calls) == 1 and odd_rows == reference_rows(landed["odd"])
+    assert [row["value"] for row in odd_rows] == [97.0, 1.0, None, 350.5]

@@ -94,21 +94,64 @@ def _unit_series(
     metric_tree: pd.DataFrame, metric: str, dates: list[date]
 ) -> tuple[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per unit (node, else cluster): numerator and denominator arrays on `dates` (NaN where missing)."""
-    if metric_tree is None or metric_tree.empty:
-        return None, {}
-    rows = metric_tree[metric_tree["node_id"] == metric]
-    for grain in ("node", "cluster"):
-        frame = rows[rows["grain"] == grain]
-        if frame.empty:
-            continue
-        frame = frame.assign(metric_date=pd.to_datetime(frame["metric_date"]).dt.date)
+    return UnitSeries(metric_tree).on(metric, dates)
+
+
+class UnitSeries:
+    """`_unit_series` of one metric tree for many changes: each metric's units are grouped once into a unit x day
+    matrix, and each change takes its days from it (grouping the whole tree again per change was 85 % of
+    `detect_regressions` on fleet-1k at 30 days)."""
+
+    def __init__(self, metric_tree: pd.DataFrame | None):
+        self._tree = metric_tree
+        self._by_metric: dict[str, tuple[str | None, list[str], dict[date, int], np.ndarray, np.ndarray]] = {}
+        self._rows_of: dict[str, np.ndarray] | None = None
+
+    def on(self, metric: str, dates: list[date]) -> tuple[str | None, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        if self._tree is None or self._tree.empty:
+            return None, {}
+        if metric not in self._by_metric:
+            self._by_metric[metric] = self._matrix(metric)
+        grain, units, column_of, numerators, denominators = self._by_metric[metric]
+        if grain is None:
+            return None, {}
+        columns = np.array([column_of.get(day, -1) for day in dates], dtype=np.int64)
+        known = columns >= 0
         series = {}
-        for unit, part in frame.groupby("entity_id"):
-            by_day = part.groupby("metric_date")[["numerator", "denominator"]].sum()
-            by_day = by_day.reindex(dates)
-            series[str(unit)] = (by_day["numerator"].to_numpy(float), by_day["denominator"].to_numpy(float))
+        for row, unit in enumerate(units):
+            numerator = np.full(len(dates), np.nan)
+            denominator = np.full(len(dates), np.nan)
+            numerator[known] = numerators[row, columns[known]]
+            denominator[known] = denominators[row, columns[known]]
+            series[unit] = (numerator, denominator)
         return grain, series
-    return None, {}
+
+    def _matrix(self, metric: str):
+        if self._rows_of is None:  # row positions per tree node, in the tree's order (one pass over node_id)
+            codes, names = pd.factorize(self._tree["node_id"], use_na_sentinel=True)
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+            self._rows_of = {str(name): order[bounds[i] : bounds[i + 1]] for i, name in enumerate(names)}
+        rows = self._tree.iloc[self._rows_of.get(metric, np.empty(0, dtype=np.int64))]
+        for grain in ("node", "cluster"):
+            frame = rows[rows["grain"] == grain]
+            if frame.empty:
+                continue
+            frame = frame.assign(metric_date=pd.to_datetime(frame["metric_date"]).dt.date)
+            # as the per-unit groupby: a day present with unknown values sums to 0, a day absent is NaN
+            by_day = frame.groupby(["entity_id", "metric_date"])[["numerator", "denominator"]].sum()
+            units = by_day.index.get_level_values(0)
+            days = by_day.index.get_level_values(1)
+            unit_names, unit_rows = np.unique(units.astype(str), return_inverse=True)
+            grid = sorted(set(days))
+            column_of = {day: column for column, day in enumerate(grid)}
+            columns = np.fromiter((column_of[day] for day in days), dtype=np.int64, count=len(days))
+            numerators = np.full((len(unit_names), len(grid)), np.nan)
+            denominators = np.full((len(unit_names), len(grid)), np.nan)
+            numerators[unit_rows, columns] = by_day["numerator"].to_numpy(float)
+            denominators[unit_rows, columns] = by_day["denominator"].to_numpy(float)
+            return grain, [str(unit) for unit in unit_names], column_of, numerators, denominators
+        return None, [], {}, np.empty((0, 0)), np.empty((0, 0))
 
 
 def _pooled_days(series: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -161,9 +204,12 @@ def cause_candidates(
     topology: Topology,
     metric_tree: pd.DataFrame | None = None,
     n_bootstrap: int = N_BOOTSTRAP,
+    unit_series: UnitSeries | None = None,
 ) -> list[dict]:
     """Ranked cause candidates of one regression row (needs grain, entity_id, metric, change_date,
-    before_start_date, after_end_date, relative_effect). See the module docstring for the rules."""
+    before_start_date, after_end_date, relative_effect). See the module docstring for the rules.
+
+    ``unit_series``: the metric tree's units grouped once (`UnitSeries(metric_tree)`), for many rows."""
     grain, entity, metric = str(row["grain"]), str(row["entity_id"]), str(row["metric"])
     change_day = pd.Timestamp(row["change_date"]).date()
     first = pd.Timestamp(row.get("before_start_date") or change_day - timedelta(days=7)).date()
@@ -201,7 +247,7 @@ def cause_candidates(
             )
     if not proposals:
         return []
-    unit_grain, series = _unit_series(metric_tree, metric, dates)
+    unit_grain, series = (unit_series or UnitSeries(metric_tree)).on(metric, dates)
     seed = int(hashlib.sha256(f"{grain}|{entity}|{metric}|{change_day}".encode()).hexdigest()[:8], 16)
     out = []
     for proposal in proposals:
@@ -268,8 +314,9 @@ def rank_causes(
     if regressions.empty:
         return pd.DataFrame(columns=columns, index=regressions.index)
     values = []
+    unit_series = UnitSeries(metric_tree)
     for row in regressions.to_dict("records"):
-        candidates = cause_candidates(row, changes, topology, metric_tree, n_bootstrap)
+        candidates = cause_candidates(row, changes, topology, metric_tree, n_bootstrap, unit_series)
         top = candidates[0] if candidates else None
         values.append(
             (

@@ -439,12 +439,18 @@ def job_peer_nodes(allocations: pd.DataFrame | None, nodes: list[str], change_da
         return []
     day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
     lo, hi = day_start - JOB_PEER_WINDOW[0], day_start + JOB_PEER_WINDOW[1]
-    start = pd.to_datetime(allocations["start_at"], utc=True)
-    end = pd.to_datetime(allocations["end_at"], utc=True)
+    start, end = _utc(allocations["start_at"]), _utc(allocations["end_at"])
     overlapping = allocations[(start < hi) & (end > lo)]
     jobs = set(overlapping.loc[overlapping["node"].isin(nodes), "slurm_job_id"])
     peers = set(overlapping.loc[overlapping["slurm_job_id"].isin(jobs), "node"].astype(str)) - set(nodes)
     return sorted(peers)
+
+
+def _utc(times: pd.Series) -> pd.Series:
+    """pd.to_datetime(times, utc=True), without its cost where the column is UTC already (converted once per run)."""
+    if isinstance(times.dtype, pd.DatetimeTZDtype) and str(times.dtype.tz) == "UTC":
+        return times
+    return pd.to_datetime(times, utc=True)
 
 
 def factor_log_contributions(
@@ -511,7 +517,7 @@ def coinciding_changes(changes: pd.DataFrame, nodes: list[str], change_day: date
     if changes.empty or not nodes:
         return []
     day_start = datetime.combine(change_day, datetime.min.time(), tzinfo=timezone.utc)
-    at = pd.to_datetime(changes["changed_at"], utc=True)
+    at = _utc(changes["changed_at"])
     near = changes[
         changes["node"].isin(nodes)
         & (at >= day_start - ROLLOUT_WINDOW)
@@ -663,6 +669,7 @@ def detect_regressions(
             end_at=pd.to_datetime(allocations["end_at"], utc=True),
         )
     rollouts = software_changes(node_software)
+    rollouts["changed_at"] = pd.to_datetime(rollouts["changed_at"], utc=True)  # once, not per change
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
     for change in changes:
@@ -679,15 +686,16 @@ def detect_regressions(
         home = cluster_of(grain, entity)
         peers = [
             row
-            for row, key in enumerate(batch.keys)
-            if key[0] == grain and key[2] == metric and key[1] != entity and cluster_of(grain, key[1]) == home
+            for row in rows_by_grain_metric[(grain, metric)]
+            if batch.keys[row][1] != entity and cluster_of(grain, batch.keys[row][1]) == home
         ]
         peer_effect = math.nan
         if peers:
-            before = sum(np.nansum(batch.numerators[row, start : change.index]) for row in peers)
-            before_den = sum(np.nansum(batch.denominators[row, start : change.index]) for row in peers)
-            after = sum(np.nansum(batch.numerators[row, change.index : stop]) for row in peers)
-            after_den = sum(np.nansum(batch.denominators[row, change.index : stop]) for row in peers)
+            # each peer's window sum (a row of one nansum, as np.nansum of the row alone), added up in peer order
+            before = sum(np.nansum(batch.numerators[peers, start : change.index], axis=1).tolist())
+            before_den = sum(np.nansum(batch.denominators[peers, start : change.index], axis=1).tolist())
+            after = sum(np.nansum(batch.numerators[peers, change.index : stop], axis=1).tolist())
+            after_den = sum(np.nansum(batch.denominators[peers, change.index : stop], axis=1).tolist())
             if before_den > 0 and after_den > 0 and before > 0:
                 peer_effect = (after / after_den) / (before / before_den) - 1
         rows.append(

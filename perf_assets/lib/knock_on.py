@@ -121,6 +121,14 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
         start_at=pd.to_datetime(allocations["start_at"], utc=True),
         end_at=pd.to_datetime(allocations["end_at"], utc=True),
     )
+    by_node = dict(tuple(allocations.groupby("node", sort=False)))
+
+    def of_nodes(*names: str) -> pd.DataFrame:
+        """The allocation rows of these nodes: all that `_exposed_hours` and `_busy_hours` read of them (a fleet's
+        whole allocation table filtered again for every peer of every change was most of detection's time)."""
+        parts = [by_node[name] for name in names if name in by_node]
+        return pd.concat(parts) if parts else allocations.iloc[:0]
+
     nodes = regressions[(regressions["grain"] == "node") & regressions["metric"].isin(KNOCK_ON_METRICS)]
     history: dict[tuple[str, str], list[tuple[date, float]]] = {}
     for row in nodes.to_dict("records"):
@@ -154,14 +162,16 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
         hi = min(_midnight(as_day(row["after_end_date"]) + timedelta(days=1)), at + JOB_WINDOW)
         if not lo < at < hi:
             continue
-        shared = {peer for peer in slowed if _exposed_hours(allocations, node, {peer}, lo, hi) > 0.0}
+        shared = {peer for peer in slowed if _exposed_hours(of_nodes(node, peer), node, {peer}, lo, hi) > 0.0}
         if not shared:
             continue
-        busy_before, busy_after = _busy_hours(allocations, node, lo, at), _busy_hours(allocations, node, at, hi)
+        mine = of_nodes(node)
+        busy_before, busy_after = _busy_hours(mine, node, lo, at), _busy_hours(mine, node, at, hi)
         if not (busy_before > 0 and busy_after > 0):
             continue  # no job on one side: its pace there is unknown
-        before = _exposed_hours(allocations, node, shared, lo, at) / busy_before
-        after = _exposed_hours(allocations, node, shared, at, hi) / busy_after
+        around = of_nodes(node, *sorted(shared))
+        before = _exposed_hours(around, node, shared, lo, at) / busy_before
+        after = _exposed_hours(around, node, shared, at, hi) / busy_after
         slowdown = min(-slowed[peer][1] for peer in shared)  # the mildest: never more than the data say
         explained = abs(after - before) * slowdown  # the pace change that the change of exposure predicts
         effect = abs(float(row["relative_effect"])) if row["relative_effect"] is not None else math.nan

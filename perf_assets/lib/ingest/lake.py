@@ -33,17 +33,27 @@ LANDED_IDS_KEY = b"perfwh.landed_file_ids"
 STAGING_DIR = ".staging"
 
 
-def write_parquet_atomic(table: pa.Table, destination: Path, metadata: dict[bytes, bytes] | None = None) -> None:
+def write_parquet_atomic(
+    table: pa.Table, destination: Path, metadata: dict[bytes, bytes] | None = None, *, plain_schema: bool = False
+) -> None:
     """Temp file in the same folder, then rename: a crash never leaves half a file.
 
-    The temp name does not end in ``.parquet``, so a reader's ``**/*.parquet`` glob never sees it."""
+    The temp name does not end in ``.parquet``, so a reader's ``**/*.parquet`` glob never sees it.
+    ``plain_schema``: store no Arrow schema (the footer's key-value metadata is `metadata` alone), so dictionary
+    columns (compaction's strings) read back as the plain strings they stand for (`_dictionary_schema`)."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(dir=destination.parent, prefix=TEMP_PREFIX, suffix=".parquet.part")
     os.close(handle)
-    if metadata:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     try:
-        pq.write_table(table, temp_name, compression="zstd")
+        if plain_schema:
+            with pq.ParquetWriter(temp_name, table.schema, compression="zstd", store_schema=False) as writer:
+                writer.write_table(table)
+                if metadata:
+                    writer.add_key_value_metadata(metadata)
+        else:
+            if metadata:
+                table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+            pq.write_table(table, temp_name, compression="zstd")
         os.replace(temp_name, destination)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
@@ -116,7 +126,10 @@ def replace_day(lake_raw: Path, day_dir: Path, keep: Iterable[Path], new_files: 
     for path in keep:
         os.link(path, staged / path.name)
     for table, metadata in new_files:
-        write_parquet_atomic(table, staged / f"{COMPACTED_PREFIX}{uuid.uuid4().hex[:12]}.parquet", metadata)
+        # dictionary columns come from compaction (`_dictionary_schema`): stored as the plain strings they stand for
+        plain = any(pa.types.is_dictionary(field.type) for field in table.schema)
+        name = staged / f"{COMPACTED_PREFIX}{uuid.uuid4().hex[:12]}.parquet"
+        write_parquet_atomic(table, name, metadata, plain_schema=plain)
     _checkpoint("staged")
     _exchange(staged, day_dir)
     _checkpoint("swapped")
@@ -148,11 +161,65 @@ def remove_orphan_temp_files(lake_root: Path) -> int:
 
 
 def _compacted_table(paths: list[Path], table: RawTable) -> tuple[pa.Table, dict]:
-    # One thread per read: the files are small, and Arrow's thread pool costs more CPU than it saves on them.
-    parts = [pq.read_table(path, schema=table.full_schema, use_threads=False) for path in paths]
-    merged = pa.concat_tables(parts) if parts else table.full_schema.empty_table()
+    """The rows of `paths` as one table (strings as dictionaries where `_dictionary_schema` allows) and its footer
+    metadata."""
     ids = sorted({landed for path in paths for landed in landed_ids_in(path)})
-    return merged, {LANDED_IDS_KEY: json.dumps(ids).encode()}
+    metadata = {LANDED_IDS_KEY: json.dumps(ids).encode()}
+    schema = _dictionary_schema(table)
+    if schema is None:
+        # One thread per read: the files are small, and Arrow's thread pool costs more CPU than it saves on them.
+        parts = [pq.read_table(path, schema=table.full_schema, use_threads=False) for path in paths]
+        return (pa.concat_tables(parts) if parts else table.full_schema.empty_table()), metadata
+    parts = [_read_as(path, schema) for path in paths]
+    return (pa.concat_tables(parts) if parts else schema.empty_table()), metadata
+
+
+def _dictionary_schema(table: RawTable) -> pa.Schema | None:
+    """The table's schema with its string columns dictionary-encoded, for compaction, when a file written from it
+    without an Arrow schema reads back as the table's own schema; else None (compaction reads plain columns).
+
+    Compaction reads a day's small files into memory: a string repeated on every row (a DCGM series' labels_json,
+    host, field) as plain strings is most of a day's bytes (768 MB for one fleet-1k day of raw_dcgm) and most of the
+    reading's CPU (allocating them); as dictionaries it is an index per row, and Parquet stores both the same way."""
+    return _DICTIONARY_SCHEMAS.setdefault(table.name, _dictionary_schema_of(table.full_schema))
+
+
+_DICTIONARY_SCHEMAS: dict[str, pa.Schema | None] = {}
+
+
+def _dictionary_schema_of(schema: pa.Schema) -> pa.Schema | None:
+    strings = [field.name for field in schema if field.type == pa.string()]
+    if not strings:
+        return None
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink, store_schema=False)
+    if not pq.read_schema(pa.BufferReader(sink.getvalue())).equals(schema):
+        return None  # a type Parquet alone does not carry back: keep the stored Arrow schema
+    return pa.schema(
+        [
+            field.with_type(pa.dictionary(pa.int32(), pa.string())) if field.name in strings else field
+            for field in schema
+        ]
+    )
+
+
+def _read_as(path: Path, schema: pa.Schema) -> pa.Table:
+    """One Parquet file's rows in `schema` (read_table(schema=...)'s rules: columns it lacks are NULL, others cast,
+    extra columns dropped), its dictionary columns read as dictionaries."""
+    footer = pq.read_metadata(path)
+    present = set(footer.schema.names)
+    strings = [field.name for field in schema if pa.types.is_dictionary(field.type) and field.name in present]
+    rows = pq.ParquetFile(path, metadata=footer, read_dictionary=strings).read(use_threads=False)
+    columns = []
+    for field in schema:
+        if field.name not in rows.column_names:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+            continue
+        column = rows[field.name]
+        if column.type != field.type:
+            column = column.cast(field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 # --------------------------------------------------------------------------- landed files

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 import numpy as np
+import orjson
 import pyarrow as pa
 
 from perf_assets.lib.ingest.formats.dcgm_rows import DcgmRows, identity_from_labels
@@ -83,10 +85,19 @@ def series_arrays(pairs: object, where: str) -> tuple[np.ndarray, np.ndarray]:
     return times, values
 
 
-def parse_prometheus_range(landed: LandedFile) -> pa.Table:
-    """Each file's JSON is parsed once; each series' values become two arrays (no per-sample objects)."""
+def _load_json(data: bytes) -> object:
+    """json.loads' answer, by orjson where it reads the document (a few times faster); json.loads decides the rest
+    (what orjson refuses: NaN literals, UTF-16, integers over 64 bits, lone surrogates, deep nesting)."""
     try:
-        document = json.loads(read_bytes(landed.path))
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+def parse_prometheus_range(landed: LandedFile) -> pa.Table:
+    """Each file's JSON is parsed once; all series' values become two arrays (no per-sample objects)."""
+    try:
+        document = _load_json(read_bytes(landed.path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise QuarantineError(f"invalid JSON ({error}): truncated or not a range-query export") from None
     if not isinstance(document, dict) or document.get("status") != "success":
@@ -100,7 +111,13 @@ def parse_prometheus_range(landed: LandedFile) -> pa.Table:
     result = data.get("result") or []
     if not isinstance(result, list):
         raise QuarantineError(f"data.result is {type(result).__name__}, not a list of series")
-    rows = DcgmRows()
+    rows = _rows_at_once(result, landed)
+    return (_rows_series_by_series(result, landed) if rows is None else rows).table(landed)
+
+
+def _attributed(result: list, landed: LandedFile, rows: DcgmRows) -> list[tuple]:
+    """(gpu, field, labels, values) of each series tied to a GPU, in order; the others are counted in `rows`."""
+    out = []
     for position, series in enumerate(result):
         if not isinstance(series, dict) or not isinstance(series.get("metric") or {}, dict):
             raise QuarantineError(f"data.result[{position}] is not a series ({{'metric': {{...}}, 'values': [...]}})")
@@ -110,6 +127,50 @@ def parse_prometheus_range(landed: LandedFile) -> pa.Table:
         if not field or gpu is None:
             rows.unattributed += 1  # cannot be tied to a GPU: not ingested (counted in the manifest reason)
             continue
-        times, values = series_arrays(series.get("values") or [], f"series {field} on {gpu.host}")
+        out.append((gpu, field, labels, series.get("values") or []))
+    return out
+
+
+def _rows_series_by_series(result: list, landed: LandedFile) -> DcgmRows:
+    """Each series' samples checked and converted alone: the first bad one names its series."""
+    rows = DcgmRows()
+    for gpu, field, labels, pairs in _attributed(result, landed, rows):
+        times, values = series_arrays(pairs, f"series {field} on {gpu.host}")
         rows.add_arrays(gpu, field, labels, times, values)
-    return rows.table(landed)
+    return rows
+
+
+def _rows_at_once(result: list, landed: LandedFile) -> DcgmRows | None:
+    """Every series' samples converted in one numpy call per column (a fleet-1k node-day: 56 series a GPU).
+
+    None where any series needs a closer look (a structure, a number or a time `series_arrays` refuses, or a value
+    that is not a plain str, float or int): `_rows_series_by_series` then reads the file again and says why, as
+    it did alone. Same rows either way (the same conversions, on a concatenation)."""
+    rows = DcgmRows()
+    try:
+        series = _attributed(result, landed, rows)
+    except QuarantineError:
+        return None
+    counts = []
+    for _, _, _, pairs in series:
+        if not isinstance(pairs, list) or (pairs and (set(map(type, pairs)) != {list} or set(map(len, pairs)) != {2})):
+            return None
+        counts.append(len(pairs))
+    samples = itertools.chain.from_iterable(pairs for _, _, _, pairs in series)
+    flat = list(itertools.chain.from_iterable(samples))  # time, value, time, value, ...
+    seconds, texts = flat[0::2], flat[1::2]
+    if not (set(map(type, seconds)) | set(map(type, texts))) <= _NUMERIC_TYPES:
+        return None
+    try:
+        seconds = np.array(seconds, dtype=np.float64)
+        values = np.array(texts, dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.isfinite(seconds).all():
+        return None
+    times = to_microseconds(seconds, "")
+    values[blank_mask(values)] = np.nan
+    stops = np.cumsum(counts).tolist()
+    for (gpu, field, labels, _), start, stop in zip(series, [0, *stops[:-1]], stops):
+        rows.add_arrays(gpu, field, labels, times[start:stop], values[start:stop])
+    return rows
