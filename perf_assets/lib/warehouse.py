@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -83,6 +84,12 @@ def publish_snapshot(home: DataHome) -> Path:
 
     Readers holding the old snapshot keep reading it; new readers see the new one. Call only while
     holding the writer lock.
+
+    The snapshot is a file copy of the checkpointed warehouse (the kernel copies the bytes: no table is read or
+    written again), from which every schema but ``PUBLISHED_SCHEMAS`` is dropped and any view left in them is
+    materialized. Copying table by table through DuckDB cost 141 CPU s and 4.4 GiB at fleet-1k's 30 days (two
+    sample-grain tables of 62 million rows each), twice a build (dbt, then detection). Should the warehouse keep a
+    write-ahead log after its checkpoint, the tables are copied one by one instead.
     """
     target = home.published_db
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +97,48 @@ def publish_snapshot(home: DataHome) -> Path:
     temp.unlink(missing_ok=True)
     connection = connect(home.warehouse_db, read_only=False)
     try:
-        connection.execute(f"attach '{temp}' as snapshot")
+        connection.execute("checkpoint")
+    finally:
+        connection.close()
+    if home.warehouse_db.with_name(home.warehouse_db.name + ".wal").exists():
+        _copy_tables(home.warehouse_db, temp)
+    else:
+        shutil.copyfile(home.warehouse_db, temp)
+        _keep_published_schemas(temp)
+    os.replace(temp, target)
+    return target
+
+
+def _keep_published_schemas(snapshot: Path) -> None:
+    """Drop from a copied warehouse every schema outside ``PUBLISHED_SCHEMAS``; materialize their views."""
+    connection = duckdb.connect(str(snapshot))
+    try:
+        database = connection.execute("select current_database()").fetchone()[0]
+        schemas = connection.execute(
+            "select schema_name from duckdb_schemas() where database_name = ? and not internal", [database]
+        ).fetchall()
+        for (schema,) in schemas:
+            if schema not in PUBLISHED_SCHEMAS:
+                connection.execute(f'drop schema "{schema}" cascade')
+        views = connection.execute(
+            "select schema_name, view_name from duckdb_views() where database_name = ? and schema_name in ? "
+            "and not internal order by 1, 2",
+            [database, list(PUBLISHED_SCHEMAS)],
+        ).fetchall()
+        for schema, name in views:
+            connection.execute(f'create table "{schema}"."__materialized" as select * from "{schema}"."{name}"')
+            connection.execute(f'drop view "{schema}"."{name}"')
+            connection.execute(f'alter table "{schema}"."__materialized" rename to "{name}"')
+        connection.execute("checkpoint")
+    finally:
+        connection.close()
+
+
+def _copy_tables(warehouse: Path, snapshot: Path) -> None:
+    """The published schemas' tables and views, copied table by table into a new database file."""
+    connection = connect(warehouse, read_only=False)
+    try:
+        connection.execute(f"attach '{snapshot}' as snapshot")
         relations = connection.execute(
             """
             select schema_name, table_name from duckdb_tables()
@@ -108,8 +156,6 @@ def publish_snapshot(home: DataHome) -> Path:
         connection.execute("detach snapshot")
     finally:
         connection.close()
-    os.replace(temp, target)
-    return target
 
 
 def query_published(home: DataHome, sql: str) -> tuple[list[str], list[tuple]]:
