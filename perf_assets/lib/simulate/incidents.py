@@ -251,6 +251,8 @@ class Effects:
         """A job's submit offset (hours after it could fit) under the mix shifts active at `t`."""
         for a in self.of(MixShift):
             if not a.start <= t < a.end:
+                if cluster == a.spec.to_cluster:
+                    offset_h += a.spec.spare_gap_h  # spare capacity outside the shift
                 continue
             if cluster == a.spec.to_cluster:
                 offset_h -= latest_h + EARLY_SUBMIT_H  # always a job waiting: every free node is used
