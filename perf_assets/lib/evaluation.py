@@ -197,17 +197,26 @@ def _same_value(found: object, expected: object) -> bool:
         return str(found) == str(expected)
 
 
-def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | None, str]:
+MART_METRIC_OF_BASIS = {"allocated_gs": "running_goodput_ref", "allocated": "running_goodput", "installed": "goodput"}
+
+
+def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None = None) -> tuple[bool | None, str]:
     """Whether the fleet change of a group is reported as a mix effect; None when that cannot be assessed.
 
     Per change first: the `attribution` of the group's fleet row with the largest |effect| among those
     that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
-    Else fct_attribution_mix_rate, when its fixed periods line up with the change.
+    With the label's `mix_basis` (``basis``), only rows split on that basis count: mix is relative to the
+    chosen denominator (metric_tree.md §6), so a split in another lens does not answer the label.
+    Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change.
     """
     fleet = [r for r in group.rows if r["grain"] == "fleet"]
     if not fleet:
         return None, "no fleet-grain change in the group"
     split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate", "occupancy")]
+    if basis and split:
+        split = [r for r in split if r.get("mix_basis") == basis]
+        if not split:
+            return None, f"no fleet split on the label's mix_basis {basis!r}"
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
         occupancy = row.get("occupancy_effect")
@@ -223,9 +232,10 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | N
         )
     if mix_rate is None or mix_rate.empty:
         return None, "no per-change split and fct_attribution_mix_rate not available"
-    rows = mix_rate[(mix_rate["metric"] == "goodput") & (mix_rate["segment_type"] == "sku")]
+    metric = MART_METRIC_OF_BASIS.get(basis or "installed", "goodput")
+    rows = mix_rate[(mix_rate["metric"] == metric) & (mix_rate["segment_type"] == "sku")]
     if rows.empty:
-        return None, "fct_attribution_mix_rate has no sku split of goodput"
+        return None, f"fct_attribution_mix_rate has no sku split of {metric}"
     first = rows.iloc[0]
     p1_start = _day(first["period1_start"])
     if abs((p1_start - fleet[0]["_day"]).days) > MATCH_DAYS:
@@ -386,7 +396,7 @@ def evaluate(
             "cause_correct": cause_correct,
         }
         if label.get("attribution") == "mix":
-            reported, reason = _mix_reported(group, mix_rate)
+            reported, reason = _mix_reported(group, mix_rate, label.get("mix_basis"))
             match["mix_reported"] = reported
             mix_items.append(
                 {
