@@ -292,8 +292,8 @@ def test_gpu_hours_moving_from_h100_to_a100_read_as_mix_in_the_section_6_lens():
     assert abs(row["occupancy_effect"]) < 0.01 and abs(row["rate_effect"]) < 0.01 and row["mix_effect"] < -0.1
     # mix + rate + occupancy = the fleet's goodput_ref change over the row's windows, exactly
     fleet_ref = tree[(tree["grain"] == "fleet") & (tree["node_id"] == "goodput_ref")].set_index("metric_date")
-    before = fleet_ref.loc[row["before_start_date"] : row["change_date"] - timedelta(days=1)].sum()
-    after = fleet_ref.loc[row["change_date"] : row["after_end_date"]].sum()
+    before = fleet_ref.loc[row["before_start_date"] : row["split_date"] - timedelta(days=1)].sum()
+    after = fleet_ref.loc[row["split_date"] : row["after_end_date"]].sum()
     total = (after["numerator"] / after["denominator"]) / (before["numerator"] / before["denominator"]) - 1
     assert row["mix_effect"] + row["rate_effect"] + row["occupancy_effect"] == pytest.approx(total, rel=1e-9)
     segments = {seg["segment"]: seg for seg in json.loads(row["segments"])}
