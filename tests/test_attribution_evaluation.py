@@ -215,6 +215,25 @@ def test_mix_is_scored_on_the_labels_mix_basis_and_factor_on_the_labels_factor()
     assert evaluate(frame(wrong), [mix], TOPOLOGY)["factor_accuracy"]["value"] == 0.0
 
 
+def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm():
+    mix = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), attribution="mix")
+    mix |= {"factor": "allocation", "cause": {"dimension": "sku", "value": "A100"}}
+    sending = row("h100", metric="allocation", effect=-0.3)
+    arriving = row("a100", metric="allocation", kind="improvement", effect=0.4)
+    report = evaluate(frame(sending, arriving), [mix], TOPOLOGY)
+    assert report["overall"]["precision"]["value"] == 1.0 and report["false_alarms"]["count"] == 0
+    assert [g["receiving_side_of"] for g in report["receiving_groups"]] == ["inc"]
+    # the same direction as the label, another cluster than the receiving one, or days later: a false alarm
+    for other in (
+        row("a100", metric="allocation", day=17, kind="improvement", effect=0.4),
+        row("a100-n1", grain="node", metric="allocation", kind="regression", effect=-0.3) | {"job_peer_nodes": None},
+    ):
+        report = evaluate(frame(sending, other), [mix], TOPOLOGY)
+        assert report["receiving_groups"] == [] and report["false_alarms"]["count"] == 1, other
+    rate = label(clusters=("a100", "h100"), grain="cluster")  # a rate label has no receiving side
+    assert evaluate(frame(row("h100", metric="program_goodput"), arriving), [rate], TOPOLOGY)["receiving_groups"] == []
+
+
 # --------------------------------------------------------------------------- cause ranking
 
 

@@ -279,6 +279,7 @@ def evaluate(
                 pairs.append(
                     (
                         distance,
+                        group.direction != label.get("direction"),  # a tie: the group moving the label's way
                         start,
                         group.change_date,
                         group.group_id,
@@ -289,10 +290,10 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:5])
+    pairs.sort(key=lambda item: item[:6])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
-    for _, _, _, _, _, g_index, l_index, delay, row in pairs:
+    for *_, g_index, l_index, delay, row in pairs:
         if g_index in matched_groups or l_index in matched_labels:
             continue
         matched_groups[g_index] = (l_index, delay, row)
@@ -317,6 +318,25 @@ def evaluate(
                 recoveries.append((g_index, group.summary() | {"recovery_of": label["incident_id"]}))
                 break
     recovered = {g_index for g_index, _ in recoveries}
+    # the receiving side of a mix shift (`attribution: mix`): the work that left the label's other clusters arrives
+    # on its `cluster` (the receiving one), a real change of the opposite direction within 2 days of its start. A
+    # group whose rows all lie on that cluster is that label's receiving side: like a recovery, neither a match nor
+    # a false alarm
+    receiving = []
+    for g_index, group in enumerate(groups):
+        if g_index in matched_groups or g_index in recovered:
+            continue
+        for label in real:
+            if label.get("attribution") != "mix" or group.direction != OPPOSITE.get(label.get("direction")):
+                continue
+            side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
+            start = _label_day(label["start"])
+            if all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in group.rows) and any(
+                abs((row["_day"] - start).days) <= MATCH_DAYS for row in group.rows
+            ):
+                receiving.append((g_index, group.summary() | {"receiving_side_of": label["incident_id"]}))
+                break
+    recovered |= {g_index for g_index, _ in receiving}
 
     # false alarms, attributed to the label (real or decoy) whose scope and window [start - 2 d, end + 2 d] hold
     # them and whose start is nearest (a tie: the real label), else unattributed
@@ -444,7 +464,7 @@ def evaluate(
             )
 
     tp = len(matched_groups)
-    overall_precision = proportion(tp, len(groups) - len(recoveries), "no incident group detected")
+    overall_precision = proportion(tp, len(groups) - len(recovered), "no incident group detected")
     overall_recall = proportion(len(matched_labels), len(real), "no labels")
     delays = sorted(m["delay_days"] for m in matches)
     fa_rate = {
@@ -465,6 +485,7 @@ def evaluate(
         "groups": len(groups),
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
+        "receiving_groups": [summary for _, summary in receiving],
         "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
         "overall": {
             "precision": overall_precision,
@@ -553,6 +574,14 @@ def table_markdown(report: dict) -> str:
         "- recoveries (a change back at an incident's end; neither a detection nor a false alarm): "
         + (
             ", ".join(f"{g['root']} {g['change_date']} ({g['recovery_of']})" for g in report.get("recovery_groups", []))
+            or "none"
+        ),
+        "- receiving sides of mix shifts (the work arriving on the receiving cluster; neither a detection nor a false"
+        " alarm): "
+        + (
+            ", ".join(
+                f"{g['root']} {g['change_date']} ({g['receiving_side_of']})" for g in report.get("receiving_groups", [])
+            )
             or "none"
         ),
         "- expected (every change explained by a known cause, regressions.expected_because; not scored): "
