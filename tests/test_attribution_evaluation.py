@@ -223,6 +223,10 @@ def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm(
     report = evaluate(frame(sending, arriving), [mix], TOPOLOGY)
     assert report["overall"]["precision"]["value"] == 1.0 and report["false_alarms"]["count"] == 0
     assert [g["receiving_side_of"] for g in report["receiving_groups"]] == ["inc"]
+    # a fleet row that joined the arriving group (the largest effect in its direction) does not change that
+    fleet = row("fleet", grain="fleet", metric="program_goodput", day=12, kind="improvement", effect=0.05)
+    report = evaluate(frame(sending, arriving, fleet), [mix], TOPOLOGY)
+    assert report["false_alarms"]["count"] == 0 and len(report["receiving_groups"]) == 1
     # the same direction as the label, another cluster than the receiving one, or days later: a false alarm
     for other in (
         row("a100", metric="allocation", day=17, kind="improvement", effect=0.4),

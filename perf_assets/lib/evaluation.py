@@ -320,8 +320,9 @@ def evaluate(
     recovered = {g_index for g_index, _ in recoveries}
     # the receiving side of a mix shift (`attribution: mix`): the work that left the label's other clusters arrives
     # on its `cluster` (the receiving one), a real change of the opposite direction within 2 days of its start. A
-    # group whose rows all lie on that cluster is that label's receiving side: like a recovery, neither a match nor
-    # a false alarm
+    # group whose rows below the fleet all lie on that cluster (fleet rows join the group of the largest effect in
+    # their direction, grouping.py) is that label's receiving side: like a recovery, neither a match nor a false
+    # alarm
     receiving = []
     for g_index, group in enumerate(groups):
         if g_index in matched_groups or g_index in recovered:
@@ -331,8 +332,11 @@ def evaluate(
                 continue
             side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
             start = _label_day(label["start"])
-            if all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in group.rows) and any(
-                abs((row["_day"] - start).days) <= MATCH_DAYS for row in group.rows
+            below = [row for row in group.rows if row["grain"] != "fleet"]
+            if (
+                below
+                and all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below)
+                and any(abs((row["_day"] - start).days) <= MATCH_DAYS for row in below)
             ):
                 receiving.append((g_index, group.summary() | {"receiving_side_of": label["incident_id"]}))
                 break
