@@ -357,22 +357,6 @@ def test_a_cluster_change_and_its_nodes_changes_are_one_group_rooted_at_the_clus
     }
 
 
-def test_a_fleet_row_joins_the_largest_unexplained_group_not_a_knock_on():
-    knock_on = row("a100-n1", grain="node", day=11, kind="improvement", effect=0.14)
-    knock_on |= {"expected_because": "job peers: left allocations with nodes whose goodput was already lower"}
-    rows = frame(
-        row("h100", day=10, kind="improvement", effect=0.09),
-        knock_on,
-        row("fleet", grain="fleet", metric="program_goodput", day=12, kind="improvement", effect=0.04),
-    )
-    groups = group_regressions(rows, TOPOLOGY)["group_id"]
-    assert groups[2] == groups[0] != groups[1]  # with the h100 change, not the larger knock-on
-    report = evaluate(rows, [], TOPOLOGY)
-    assert len(report["expected_groups"]) == 1 and report["false_alarms"]["count"] == 1
-    alone = frame(knock_on, rows.iloc[2].to_dict())  # only a knock-on near: the fleet row is a group of its own
-    assert group_regressions(alone, TOPOLOGY)["group_id"].nunique() == 2
-
-
 def test_independent_changes_are_separate_groups():
     rows = frame(
         row("h100", day=10),

@@ -30,11 +30,7 @@ companions) belong to one group when they are linked by a chain of pairs that ea
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
-absolute relative effect, or stays a group of its own when there is none. Rows that a known cause explains
-(`expected_because`, knock_on.py: a node joining or leaving jobs with slowed peers) claim no fleet row: they
-explain their own entity's change, and a fleet row joining an otherwise expected group made it a false alarm
-(`incidents` seed 1 with the a100b receiver: the fleet's program goodput up on 10-25, after the torch upgrade
-and the mix shift, joined h200-n01's knock-on of 10-26).
+absolute relative effect, or stays a group of its own when there is none.
 
 Root (the row that heads the group and its alert): the broadest entity below the fleet in the group,
 because a broad change whose narrower children changed the same way is explained by them and is what an
@@ -245,8 +241,6 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         members = [row for row in fleet if find(row["_pos"]) == root]
         scores: dict[int, float] = {}
         for row in local:
-            if row.get("expected_because") and isinstance(row["expected_because"], str):
-                continue  # a knock-on explains its own entity's change, not the fleet's: it takes no fleet row
             if any(near(row, member) for member in members):
                 effect = abs(float(row.get("relative_effect") or 0.0))
                 effect = effect if effect == effect else 0.0  # unknown (NaN) effect: no claim on the fleet row
