@@ -185,6 +185,59 @@ def test_factor_and_cause_accuracy_and_mix_not_assessed():
     assert mixed["cause_accuracy"]["n"] == 0 and mixed["cause_accuracy"]["not_assessed"]
 
 
+def test_mix_is_scored_on_the_labels_mix_basis_and_factor_on_the_labels_factor():
+    mix = label(
+        kind="workload_mix_shift",
+        grain="fleet",
+        clusters=("a100", "h100"),
+        attribution="mix",
+        mix_basis="allocated_gs",
+        factor="allocation",
+        cause={"dimension": "sku", "value": "A100"},
+    )
+    split = {"segment_type": "cluster", "top_factor": "allocation"}
+    in_basis = row("fleet", grain="fleet", attribution="mix", mix_basis="allocated_gs", **split)
+    in_basis |= {"mix_effect": -0.08, "rate_effect": -0.01, "occupancy_effect": 0.01}
+    report = evaluate(frame(in_basis), [mix], TOPOLOGY)
+    assert report["mix_attribution"]["value"] == 1.0 and report["factor_accuracy"]["value"] == 1.0
+    assert "allocated_gs" in report["mix_attribution"]["items"][0]["reason"]
+    # the same change read as occupancy in the label's basis: assessed, not mix
+    occupancy = in_basis | {"attribution": "occupancy", "mix_effect": 0.01, "occupancy_effect": -0.1}
+    assert evaluate(frame(occupancy), [mix], TOPOLOGY)["mix_attribution"]["value"] == 0.0
+    # a split on another basis (own-peak peak-FLOP-seconds) does not answer the label: not assessed, with why
+    other = in_basis | {"mix_basis": "allocated_pfs"}
+    item = evaluate(frame(other), [mix], TOPOLOGY)["mix_attribution"]["items"][0]
+    assert item["assessed"] is False and "allocated_gs" in item["reason"]
+    # a label without mix_basis keeps the old reading: any fleet split
+    assert evaluate(frame(other), [mix | {"mix_basis": None}], TOPOLOGY)["mix_attribution"]["value"] == 1.0
+    # the factor is the label's: a group whose factor is program_goodput is wrong for this label
+    wrong = in_basis | {"top_factor": "program_goodput"}
+    assert evaluate(frame(wrong), [mix], TOPOLOGY)["factor_accuracy"]["value"] == 0.0
+
+
+def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm():
+    mix = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), attribution="mix")
+    mix |= {"factor": "allocation", "cause": {"dimension": "sku", "value": "A100"}}
+    sending = row("h100", metric="allocation", effect=-0.3)
+    arriving = row("a100", metric="allocation", kind="improvement", effect=0.4)
+    report = evaluate(frame(sending, arriving), [mix], TOPOLOGY)
+    assert report["overall"]["precision"]["value"] == 1.0 and report["false_alarms"]["count"] == 0
+    assert [g["receiving_side_of"] for g in report["receiving_groups"]] == ["inc"]
+    # a fleet row that joined the arriving group (the largest effect in its direction) does not change that
+    fleet = row("fleet", grain="fleet", metric="program_goodput", day=12, kind="improvement", effect=0.05)
+    report = evaluate(frame(sending, arriving, fleet), [mix], TOPOLOGY)
+    assert report["false_alarms"]["count"] == 0 and len(report["receiving_groups"]) == 1
+    # the same direction as the label, another cluster than the receiving one, or days later: a false alarm
+    for other in (
+        row("a100", metric="allocation", day=17, kind="improvement", effect=0.4),
+        row("a100-n1", grain="node", metric="allocation", kind="regression", effect=-0.3) | {"job_peer_nodes": None},
+    ):
+        report = evaluate(frame(sending, other), [mix], TOPOLOGY)
+        assert report["receiving_groups"] == [] and report["false_alarms"]["count"] == 1, other
+    rate = label(clusters=("a100", "h100"), grain="cluster")  # a rate label has no receiving side
+    assert evaluate(frame(row("h100", metric="program_goodput"), arriving), [rate], TOPOLOGY)["receiving_groups"] == []
+
+
 # --------------------------------------------------------------------------- cause ranking
 
 

@@ -230,3 +230,76 @@ def test_a_companion_or_factor_row_names_its_own_factor_not_the_goodput_split():
     assert row_factor("runtime_goodput", noise) == "runtime_goodput"
     assert row_factor("idle_fragmented_share", noise) == "allocation"
     assert row_factor("goodput", noise) == "allocation" and row_factor("goodput", {}) is None
+
+
+def sku_fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 5, with_reference: bool = True):
+    """An H100 and an A100 cluster (32 GPUs each) at fixed own-peak rates (program goodput 0.40 and 0.475); on day
+    8 allocated GPU-hours move from the H100s to the A100s at a constant total (allocation 0.9/0.6 -> 0.6/0.9),
+    metric_tree.md §6's SKU mix shift. With `with_reference`, each cluster and the fleet also have goodput_ref
+    (useful FLOPs over installed GPU-seconds at the H100 peak), as metric_tree_daily has. Fleet rows are sums."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for day in range(days):
+        moved = day >= change_day
+        totals: dict[str, list[float]] = {}
+        for cluster, peak, program, allocation in (
+            ("h100", 989e12, 0.40, (0.9, 0.6)),
+            ("a100", 312e12, 0.475, (0.6, 0.9)),
+        ):
+            levels = {
+                "availability": 0.99,
+                "allocation": allocation[moved],
+                "runtime_goodput": 0.97,
+                "program_goodput": program,
+            }
+            levels = {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
+            cluster_rows = spine_rows(cluster, day, levels, 32 * 86400 * peak)
+            if with_reference:
+                useful = next(row["numerator"] for row in cluster_rows if row["node_id"] == "goodput")
+                cluster_rows.append(
+                    cluster_rows[0]
+                    | {"node_id": "goodput_ref", "numerator": useful, "denominator": 32 * 86400 * 989e12}
+                )
+            for row in cluster_rows:
+                rows.append(row)
+                total = totals.setdefault(row["node_id"], [0.0, 0.0])
+                total[0] += row["numerator"]
+                total[1] += row["denominator"]
+        for node, (numerator, den) in totals.items():
+            rows.append(
+                {
+                    "grain": "fleet",
+                    "entity_id": "fleet",
+                    "metric_date": START + timedelta(days=day),
+                    "node_id": node,
+                    "numerator": numerator,
+                    "denominator": den,
+                    "direction": 1,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_gpu_hours_moving_from_h100_to_a100_read_as_mix_in_the_section_6_lens():
+    tree = sku_fleet_metric_tree()
+    clusters = {"h100": ["h1", "h2"], "a100": ["a1", "a2"]}
+    found = detect_regressions(tree, rollout([], START), clusters, CONFIG)
+    row = found[(found["grain"] == "fleet") & (found["metric"] == "goodput")].iloc[0]
+    assert row["change_date"] == START + timedelta(days=8) and row["change_kind"] == "regression"
+    # §6: running goodput per allocated GPU-hour, H100-equivalent; the total GPU-hours did not move, so occupancy
+    # is ~0 and the A100s' lower H100-equivalent rate enters through their weight: mix
+    assert row["mix_basis"] == "allocated_gs" and row["attribution"] == "mix"
+    assert abs(row["occupancy_effect"]) < 0.01 and abs(row["rate_effect"]) < 0.01 and row["mix_effect"] < -0.1
+    # mix + rate + occupancy = the fleet's goodput_ref change over the row's windows, exactly
+    fleet_ref = tree[(tree["grain"] == "fleet") & (tree["node_id"] == "goodput_ref")].set_index("metric_date")
+    before = fleet_ref.loc[row["before_start_date"] : row["split_date"] - timedelta(days=1)].sum()
+    after = fleet_ref.loc[row["split_date"] : row["after_end_date"]].sum()
+    total = (after["numerator"] / after["denominator"]) / (before["numerator"] / before["denominator"]) - 1
+    assert row["mix_effect"] + row["rate_effect"] + row["occupancy_effect"] == pytest.approx(total, rel=1e-9)
+    segments = {seg["segment"]: seg for seg in json.loads(row["segments"])}
+    assert segments["a100"]["weight_before"] == pytest.approx(0.4, abs=0.01)  # shares of allocated GPU-hours
+    assert segments["a100"]["weight_after"] == pytest.approx(0.6, abs=0.01)
+    # in own-peak weights (peak-FLOP-seconds) an A100 GPU-hour weighs 312/989 of an H100's: occupancy lost
+    own_peak = detect_regressions(sku_fleet_metric_tree(with_reference=False), rollout([], START), clusters, CONFIG)
+    row = own_peak[(own_peak["grain"] == "fleet") & (own_peak["metric"] == "goodput")].iloc[0]
+    assert row["mix_basis"] == "allocated_pfs" and row["attribution"] == "occupancy"

@@ -88,15 +88,27 @@ def test_fleet_and_cluster_changes_carry_their_split_on_the_incidents_scenario(i
     from perf_assets.lib.warehouse import published_frame
 
     found = published_frame(incidents_home, "select * from regressions")
+    reference = published_frame(
+        incidents_home,
+        "select metric_date, numerator, denominator from metric_tree_daily where grain = 'fleet' and node_id = 'goodput_ref'",
+    )
+    reference["metric_date"] = reference["metric_date"].astype(str)
     split = found[found["attribution"].notna()]
     assert set(split["grain"]) <= {"fleet", "cluster"} and not split.empty
     assert set(found[found["grain"].isin(["node", "gpu"])]["attribution"].dropna()) == set()
     for row in split.itertuples():
         total = (row.after_numerator / row.after_denominator) / (row.before_numerator / row.before_denominator) - 1
-        # the segments partition their parent, so mix + rate is the parent's own pooled change
+        if row.mix_basis == "allocated_gs":  # the fleet's goodput in §6's lens: the change of its goodput_ref
+            assert (row.grain, row.metric) == ("fleet", "goodput")
+            days = reference["metric_date"]
+            before = reference[(days >= str(row.before_start_date)) & (days < str(row.split_date))].sum()
+            after = reference[(days >= str(row.split_date)) & (days <= str(row.after_end_date))].sum()
+            total = (after["numerator"] / after["denominator"]) / (before["numerator"] / before["denominator"]) - 1
+        # the segments partition their parent, so mix + rate (+ occupancy) is the parent's own pooled change
         occupancy = row.occupancy_effect if math.isfinite(row.occupancy_effect or math.nan) else 0.0
         assert math.isclose(row.mix_effect + row.rate_effect + occupancy, total, rel_tol=1e-6, abs_tol=1e-9), row
-        assert row.mix_basis == ("allocated_pfs" if row.metric == "goodput" else row.mix_basis)
+        expected_basis = {"fleet": "allocated_gs", "cluster": "allocated_pfs"}[row.grain]
+        assert row.mix_basis == (expected_basis if row.metric == "goodput" else row.mix_basis)
         assert (row.metric == "goodput") == math.isfinite(row.occupancy_effect or math.nan), row
         assert row.segment_type == {"fleet": "cluster", "cluster": "node"}[row.grain]
         assert json.loads(row.segments)[0]["denominator_before"] is not None

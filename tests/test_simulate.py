@@ -380,6 +380,7 @@ def test_labels_match_the_contract(demo):
                 "moves": ["goodput", "program_goodput"],
                 "expected_relative_change": -0.1304,
                 "attribution": "rate",
+                "mix_basis": None,
                 "cause": {
                     "dimension": "nccl",
                     "value": "2.22.3",

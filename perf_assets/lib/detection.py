@@ -131,6 +131,13 @@ SEGMENT_GRAIN = {"fleet": "cluster", "cluster": "node"}
 # is the segment's work, its name). Installed capacity does not move when work moves between clusters: on
 # `incidents` seeds 1-3 the goodput split over installed capacity read mix +0.0 % on every change.
 WORK_WEIGHTED = {"goodput": ("allocation", "allocated_pfs")}
+# The fleet's goodput over its clusters is split in metric_tree.md §6's lens instead: running goodput per allocated
+# GPU-hour, H100-equivalent (weights = the clusters' shares of allocated GPU-seconds, `mix_basis` allocated_gs), with
+# occupancy (allocated over installed GPU-seconds) apart, so mix + rate + occupancy = the relative change of the
+# fleet's goodput_ref over the row's windows. Own-peak weights (allocated_pfs) read work moving from H100 to A100
+# GPU-hours as occupancy lost, since an A100 GPU-hour is worth 312/989 of an H100's peak-FLOP-seconds. Metric ->
+# the companion whose denominator values the clusters' capacity at the reference peak (installed_h100_pfs).
+REFERENCE_WEIGHTED = {"goodput": "goodput_ref"}
 SPLIT_BASIS = {
     "availability": "installed_pfs",
     "allocation": "available_pfs",
@@ -469,6 +476,24 @@ def factor_log_contributions(
     return contributions
 
 
+def _reference_capacity(metric_tree: pd.DataFrame, dates: list[date]) -> dict[str, np.ndarray]:
+    """Per cluster, on the batch's days: its capacity valued at the reference peak (the denominator of
+    REFERENCE_WEIGHTED's companion, installed_h100_pfs); NaN where unknown. Empty without that companion."""
+    companion = set(REFERENCE_WEIGHTED.values())
+    frame = metric_tree[(metric_tree["grain"] == "cluster") & metric_tree["node_id"].isin(companion)]
+    if frame.empty:
+        return {}
+    days = pd.to_datetime(frame["metric_date"]).dt.date
+    table = (
+        frame.assign(metric_date=days)
+        .groupby(["entity_id", "metric_date"])["denominator"]
+        .sum(min_count=1)
+        .unstack("metric_date")
+        .reindex(columns=dates)
+    )
+    return {str(entity): values.to_numpy(dtype=float) for entity, values in table.iterrows()}
+
+
 def _work_parts(batch: SeriesBatch, rows: list[int], work_rows: list[int]) -> list[tuple[np.ndarray, list[int]]]:
     """(values, rows) of the numerator, the work and the capacity of each segment, in that order."""
     return [(batch.numerators, rows), (batch.numerators, work_rows), (batch.denominators, rows)]
@@ -615,6 +640,7 @@ def detect_regressions(
             return [gpu_nodes[entity]] if entity in gpu_nodes else []
         return cluster_nodes.get(entity, [])
 
+    reference_capacity = _reference_capacity(metric_tree, batch.dates)
     rows_by_grain_metric: dict[tuple[str, str], list[int]] = {}
     for row, key in enumerate(batch.keys):
         rows_by_grain_metric.setdefault((key[0], key[2]), []).append(row)
@@ -639,7 +665,29 @@ def detect_regressions(
         work_rows = (
             [row_of.get((child, name, WORK_WEIGHTED[metric][0])) for name in names] if metric in WORK_WEIGHTED else []
         )
-        if work_rows and all(row is not None for row in work_rows):
+        reference = (
+            [reference_capacity.get(name) for name in names]
+            if grain == "fleet" and metric in REFERENCE_WEIGHTED
+            else []
+        )
+        if (
+            work_rows
+            and reference
+            and all(row is not None for row in work_rows)
+            and all(part is not None for part in reference)
+        ):
+            # the fleet's goodput: §6's lens (REFERENCE_WEIGHTED), occupancy apart (mix_rate.work_weighted_split)
+            capacity = np.vstack(reference)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                to_reference = capacity / batch.denominators[rows]  # per cluster-day: peak_ref / own peak
+            parts = (batch.numerators[rows], batch.numerators[work_rows] * to_reference, capacity)
+            split = work_weighted_split(
+                names,
+                tuple(window_sum(values, start, change, list(range(len(rows)))) for values in parts),
+                tuple(window_sum(values, change, stop, list(range(len(rows)))) for values in parts),
+                mix_basis="allocated_gs",
+            )
+        elif work_rows and all(row is not None for row in work_rows):
             # a ratio over capacity: weights by work done (metric_tree.md §6), occupancy apart (mix_rate.py)
             split = work_weighted_split(
                 names,

@@ -197,17 +197,26 @@ def _same_value(found: object, expected: object) -> bool:
         return str(found) == str(expected)
 
 
-def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | None, str]:
+MART_METRIC_OF_BASIS = {"allocated_gs": "running_goodput_ref", "allocated": "running_goodput", "installed": "goodput"}
+
+
+def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None = None) -> tuple[bool | None, str]:
     """Whether the fleet change of a group is reported as a mix effect; None when that cannot be assessed.
 
     Per change first: the `attribution` of the group's fleet row with the largest |effect| among those
     that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
-    Else fct_attribution_mix_rate, when its fixed periods line up with the change.
+    With the label's `mix_basis` (``basis``), only rows split on that basis count: mix is relative to the
+    chosen denominator (metric_tree.md §6), so a split in another lens does not answer the label.
+    Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change.
     """
     fleet = [r for r in group.rows if r["grain"] == "fleet"]
     if not fleet:
         return None, "no fleet-grain change in the group"
     split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate", "occupancy")]
+    if basis and split:
+        split = [r for r in split if r.get("mix_basis") == basis]
+        if not split:
+            return None, f"no fleet split on the label's mix_basis {basis!r}"
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
         occupancy = row.get("occupancy_effect")
@@ -223,9 +232,10 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None) -> tuple[bool | N
         )
     if mix_rate is None or mix_rate.empty:
         return None, "no per-change split and fct_attribution_mix_rate not available"
-    rows = mix_rate[(mix_rate["metric"] == "goodput") & (mix_rate["segment_type"] == "sku")]
+    metric = MART_METRIC_OF_BASIS.get(basis or "installed", "goodput")
+    rows = mix_rate[(mix_rate["metric"] == metric) & (mix_rate["segment_type"] == "sku")]
     if rows.empty:
-        return None, "fct_attribution_mix_rate has no sku split of goodput"
+        return None, f"fct_attribution_mix_rate has no sku split of {metric}"
     first = rows.iloc[0]
     p1_start = _day(first["period1_start"])
     if abs((p1_start - fleet[0]["_day"]).days) > MATCH_DAYS:
@@ -269,6 +279,7 @@ def evaluate(
                 pairs.append(
                     (
                         distance,
+                        group.direction != label.get("direction"),  # a tie: the group moving the label's way
                         start,
                         group.change_date,
                         group.group_id,
@@ -279,10 +290,10 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:5])
+    pairs.sort(key=lambda item: item[:6])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
-    for _, _, _, _, _, g_index, l_index, delay, row in pairs:
+    for *_, g_index, l_index, delay, row in pairs:
         if g_index in matched_groups or l_index in matched_labels:
             continue
         matched_groups[g_index] = (l_index, delay, row)
@@ -307,6 +318,29 @@ def evaluate(
                 recoveries.append((g_index, group.summary() | {"recovery_of": label["incident_id"]}))
                 break
     recovered = {g_index for g_index, _ in recoveries}
+    # the receiving side of a mix shift (`attribution: mix`): the work that left the label's other clusters arrives
+    # on its `cluster` (the receiving one), a real change of the opposite direction within 2 days of its start. A
+    # group whose rows below the fleet all lie on that cluster (fleet rows join the group of the largest effect in
+    # their direction, grouping.py) is that label's receiving side: like a recovery, neither a match nor a false
+    # alarm
+    receiving = []
+    for g_index, group in enumerate(groups):
+        if g_index in matched_groups or g_index in recovered:
+            continue
+        for label in real:
+            if label.get("attribution") != "mix" or group.direction != OPPOSITE.get(label.get("direction")):
+                continue
+            side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
+            start = _label_day(label["start"])
+            below = [row for row in group.rows if row["grain"] != "fleet"]
+            if (
+                below
+                and all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below)
+                and any(abs((row["_day"] - start).days) <= MATCH_DAYS for row in below)
+            ):
+                receiving.append((g_index, group.summary() | {"receiving_side_of": label["incident_id"]}))
+                break
+    recovered |= {g_index for g_index, _ in receiving}
 
     # false alarms, attributed to the label (real or decoy) whose scope and window [start - 2 d, end + 2 d] hold
     # them and whose start is nearest (a tie: the real label), else unattributed
@@ -386,7 +420,7 @@ def evaluate(
             "cause_correct": cause_correct,
         }
         if label.get("attribution") == "mix":
-            reported, reason = _mix_reported(group, mix_rate)
+            reported, reason = _mix_reported(group, mix_rate, label.get("mix_basis"))
             match["mix_reported"] = reported
             mix_items.append(
                 {
@@ -434,7 +468,7 @@ def evaluate(
             )
 
     tp = len(matched_groups)
-    overall_precision = proportion(tp, len(groups) - len(recoveries), "no incident group detected")
+    overall_precision = proportion(tp, len(groups) - len(recovered), "no incident group detected")
     overall_recall = proportion(len(matched_labels), len(real), "no labels")
     delays = sorted(m["delay_days"] for m in matches)
     fa_rate = {
@@ -455,6 +489,7 @@ def evaluate(
         "groups": len(groups),
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
+        "receiving_groups": [summary for _, summary in receiving],
         "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
         "overall": {
             "precision": overall_precision,
@@ -543,6 +578,14 @@ def table_markdown(report: dict) -> str:
         "- recoveries (a change back at an incident's end; neither a detection nor a false alarm): "
         + (
             ", ".join(f"{g['root']} {g['change_date']} ({g['recovery_of']})" for g in report.get("recovery_groups", []))
+            or "none"
+        ),
+        "- receiving sides of mix shifts (the work arriving on the receiving cluster; neither a detection nor a false"
+        " alarm): "
+        + (
+            ", ".join(
+                f"{g['root']} {g['change_date']} ({g['receiving_side_of']})" for g in report.get("receiving_groups", [])
+            )
             or "none"
         ),
         "- expected (every change explained by a known cause, regressions.expected_because; not scored): "

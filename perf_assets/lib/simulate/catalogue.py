@@ -122,9 +122,13 @@ class HbmDecay:
 
 @dataclass(frozen=True)
 class MixShift:
-    """Work moves to `to_cluster` (an older SKU): its jobs are submitted ahead of time, in the sizes that
-    fit first (always a job ready), the `from_clusters`' jobs `gap_h` later than they could start.
-    Per-SKU rates stay; the fleet's mix of work moves toward the receiving SKU."""
+    """Work moves to `to_cluster` (an older SKU) at roughly constant fleet demand (metric_tree.md §6): outside
+    the shift the receiving cluster has spare capacity (its jobs come `spare_gap_h` later than they could
+    start); during the shift its jobs are submitted ahead of time, in the sizes that fit first (always a job
+    ready), and the `from_clusters`' jobs come `gap_h` later than they could start, so the GPU-hours the
+    receiving cluster gains are about those the others lose. Per-SKU rates stay; the fleet's allocated
+    GPU-hours move toward the receiving SKU. `spare_gap_h: 0` is the older shift, onto a cluster already
+    busy (then the fleet mostly loses allocation)."""
 
     incident_id: str
     offset_h: float
@@ -132,6 +136,7 @@ class MixShift:
     from_clusters: tuple[str, ...]
     gap_h: float = 6.0
     duration_h: float | None = None
+    spare_gap_h: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -297,6 +297,8 @@ class _ClusterSim:
             offset_h = self.effects.submit_shift_h(self.cluster.name, now, offset_h, mix.submit_offset_h[1])
         offset = offset_h * HOUR_S
         submit = int(max(now + 60, fits[size] + offset))
+        if self.touched:
+            submit = self.effects.receiving_submit(self.cluster.name, now, submit)
         if submit >= self.t1:
             return
         job = self.make_job(drawn, size, submit)

@@ -251,12 +251,22 @@ class Effects:
         """A job's submit offset (hours after it could fit) under the mix shifts active at `t`."""
         for a in self.of(MixShift):
             if not a.start <= t < a.end:
+                if cluster == a.spec.to_cluster:
+                    offset_h += a.spec.spare_gap_h  # spare capacity outside the shift
                 continue
             if cluster == a.spec.to_cluster:
                 offset_h -= latest_h + EARLY_SUBMIT_H  # always a job waiting: every free node is used
             elif cluster in a.spec.from_clusters:
                 offset_h += a.spec.gap_h  # nodes sit idle before the next job comes
         return offset_h
+
+    def receiving_submit(self, cluster: str, now: int, submit: int) -> int:
+        """A receiving cluster's job drawn before its shift starts and due after it comes at the start (its spare
+        capacity ends there: the work moved to it is ready), not `spare_gap_h` into the shift."""
+        for a in self.of(MixShift):
+            if cluster == a.spec.to_cluster and a.spec.spare_gap_h and now < a.start < submit:
+                submit = max(now + 60, a.start)
+        return submit
 
     def receives_work(self, cluster: str, t: int) -> bool:
         """Whether a mix shift moves work to `cluster` at `t` (its demand then asks for sizes that fit first)."""

@@ -31,8 +31,9 @@ from perf_assets.lib.simulate.catalogue import (
     ThermalThrottle,
     VersionChange,
 )
-from perf_assets.lib.simulate.clock import rfc3339
+from perf_assets.lib.simulate.clock import DAY_S, rfc3339
 from perf_assets.lib.simulate.fleet import Fleet
+from perf_assets.lib.simulate.ground_truth import shift_truth
 from perf_assets.lib.simulate.ids import gpu_uuid
 from perf_assets.lib.simulate.incidents import Applied
 from perf_assets.lib.simulate.scenario import SoftwareStack
@@ -91,6 +92,8 @@ KINDS = {
     "maintenance_decoys": "maintenance_window",
 }
 SLOWER = ["goodput", "program_goodput"]
+MIX_WINDOW_S = 7 * DAY_S  # a mix shift's ground truth: its first 7 days against the 7 days before
+MOVES_AT = 0.01  # a capacity-lens factor is listed in a mix shift's `moves` when |Δln| reaches this
 
 
 def jobs_on(fleet: Fleet, nodes: tuple[str, ...], start: int, end: int) -> list[str]:
@@ -133,6 +136,7 @@ def _label(
     cause: dict,
     direction: str = "regression",
     attribution: str = "rate",
+    mix_basis: str | None = None,
     decoy: bool = False,
     scope: dict | None = None,
     jobs: bool = True,
@@ -161,6 +165,7 @@ def _label(
         "moves": moves,
         "expected_relative_change": expected,
         "attribution": attribution,
+        "mix_basis": mix_basis,
         "cause": cause,
     }
 
@@ -334,23 +339,7 @@ def _catalogue_label(fleet: Fleet, a: Applied) -> dict:
             cause={"dimension": "node", "value": spec.node},
         )
     if isinstance(spec, MixShift):
-        mid = {c.name: float(np.mean(c.sku.mfu_range)) for c in scenario.clusters}
-        gains = mid[spec.to_cluster] - float(np.mean([mid[c] for c in spec.from_clusters]))
-        clusters = [spec.to_cluster, *spec.from_clusters]
-        return _label(
-            fleet,
-            **common,
-            grain="fleet",
-            magnitude={"gap_h": spec.gap_h},
-            factor="program_goodput",
-            moves=["goodput", "allocation", "program_goodput"],
-            expected=None,  # a composition change: per-SKU rates stay, the weights move
-            cause={"dimension": "sku", "value": scenario.cluster(spec.to_cluster).sku.name},
-            direction="improvement" if gains > 0 else "regression",
-            attribution="mix",
-            scope={"clusters": clusters},
-            jobs=False,
-        )
+        return _mix_shift_label(fleet, a, common)
     decoy = dict(direction="none", decoy=True, factor=None, moves=[], expected=0.0)
     if isinstance(spec, NoiseBurst):
         return _label(
@@ -380,6 +369,40 @@ def _catalogue_label(fleet: Fleet, a: Applied) -> dict:
             cause={"dimension": "maintenance", "value": spec.reason},
         )
     raise TypeError(f"no label for {type(spec).__name__}")  # pragma: no cover - a new kind
+
+
+def _mix_shift_label(fleet: Fleet, a: Applied, common: dict) -> dict:
+    """A mix shift's label from what the simulation did (ground_truth.shift_truth), not from its parameters.
+
+    The lens it names is metric_tree.md §6's: running goodput per allocated GPU-hour, H100-equivalent, weights =
+    shares of allocated GPU-hours (`mix_basis: allocated_gs`). `direction` and the figures in `magnitude` are the
+    fleet's running goodput before and after in that lens. `factor` is the capacity-lens factor (own peak) that
+    carries the fleet goodput's change: `allocation` when |Δln O| (allocated over installed peak-FLOP-seconds) is
+    the larger, else `program_goodput` (Δln RG, useful FLOPs over allocated peak-FLOP-seconds, where the SKUs'
+    own-peak MFU bands weigh in); `moves` lists goodput and each of the two whose |Δln| reaches MOVES_AT, with
+    allocation always (each cluster's allocation moves), and `expected_relative_change` is the factor's change.
+    """
+    spec, scenario = a.spec, fleet.scenario
+    truth = shift_truth(fleet, a.start, a.end, MIX_WINDOW_S)
+    dln = {"allocation": truth["dln_occupancy_pfs"], "program_goodput": truth["dln_running_pfs"]}
+    factor = max(dln, key=lambda name: abs(dln[name]) if np.isfinite(dln[name]) else -1.0)
+    moves = ["goodput", "allocation"] + (["program_goodput"] if abs(dln["program_goodput"]) >= MOVES_AT else [])
+    clusters = [spec.to_cluster, *spec.from_clusters]
+    return _label(
+        fleet,
+        **common,
+        grain="fleet",
+        magnitude={"gap_h": spec.gap_h, "spare_gap_h": spec.spare_gap_h, "ground_truth": truth},
+        factor=factor,
+        moves=moves,
+        expected=round(float(np.expm1(dln[factor])), 4),
+        cause={"dimension": "sku", "value": scenario.cluster(spec.to_cluster).sku.name},
+        direction="regression" if truth["relative_change"] < 0 else "improvement",
+        attribution="mix",
+        mix_basis=truth["mix_basis"],
+        scope={"clusters": clusters},
+        jobs=False,
+    )
 
 
 def incidents(fleet: Fleet) -> list[dict]:
