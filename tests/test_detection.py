@@ -18,6 +18,20 @@ START = date(2026, 11, 1)
 FACTORS = {"availability": 0.99, "allocation": 0.9, "runtime_goodput": 0.97, "program_goodput": 0.4}
 
 
+def tree_row(grain: str, entity: str, day: int, node: str, numerator: float, denominator: float, **extra) -> dict:
+    """One metric_tree_daily row (higher is better) of `entity` on day `day` after START."""
+    return {
+        "grain": grain,
+        "entity_id": entity,
+        "metric_date": START + timedelta(days=day),
+        "node_id": node,
+        "numerator": numerator,
+        "denominator": denominator,
+        "direction": 1,
+        **extra,
+    }
+
+
 def spine_rows(entity: str, day: int, levels: dict[str, float], installed: float, **extra) -> list[dict]:
     """Cluster-day metric-tree rows of one entity whose spine factors have `levels` (in the tree's order): each
     factor's numerator is the next one's denominator, and goodput is their product over `installed`."""
@@ -26,19 +40,7 @@ def spine_rows(entity: str, day: int, levels: dict[str, float], installed: float
         pairs[name] = (denominator * level, denominator)
         denominator *= level
     pairs["goodput"] = (denominator, installed)
-    return [
-        {
-            "grain": "cluster",
-            "entity_id": entity,
-            "metric_date": START + timedelta(days=day),
-            "node_id": node,
-            "numerator": numerator,
-            "denominator": den,
-            "direction": 1,
-            **extra,
-        }
-        for node, (numerator, den) in pairs.items()
-    ]
+    return [tree_row("cluster", entity, day, node, numerator, den, **extra) for node, (numerator, den) in pairs.items()]
 
 
 def metric_tree(
@@ -165,6 +167,26 @@ def test_evaluation_counts_detected_labels_and_unexplained_regressions():
     assert evaluate(found, [])["recall"] is None  # no labels: unknown, not zero
 
 
+def noisy_levels(rng: np.random.Generator, allocation: float, program: float) -> dict[str, float]:
+    """Spine levels of a cluster-day at `allocation` and `program` goodput (availability 0.99, runtime goodput 0.97),
+    each with 0.3 % multiplicative noise."""
+    levels = {"availability": 0.99, "allocation": allocation, "runtime_goodput": 0.97, "program_goodput": program}
+    return {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
+
+
+def fleet_sum_rows(cluster_rows: list[dict], day: int) -> list[dict]:
+    """The fleet's rows of a day: each node's numerator and denominator summed over the clusters' rows."""
+    totals: dict[str, list[float]] = {}
+    for row in cluster_rows:
+        total = totals.setdefault(row["node_id"], [0.0, 0.0])
+        total[0] += row["numerator"]
+        total[1] += row["denominator"]
+    return [
+        tree_row("fleet", "fleet", day, node, numerator, denominator)
+        for node, (numerator, denominator) in totals.items()
+    ]
+
+
 def fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 3) -> pd.DataFrame:
     """Two clusters of equal installed capacity at fixed, different rates (program goodput 0.5 and 0.3); on day 8
     work moves from the faster to the slower (allocation 0.9/0.5 -> 0.5/0.9: the same total). Fleet rows are the
@@ -174,32 +196,11 @@ def fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 3) -> pd.
     rows = []
     for day in range(days):
         moved = day >= change_day
-        totals: dict[str, list[float]] = {}
+        day_rows = []
         for cluster, program, allocation in (("alpha", 0.5, (0.9, 0.5)), ("beta", 0.3, (0.5, 0.9))):
-            levels = {
-                "availability": 0.99,
-                "allocation": allocation[moved],
-                "runtime_goodput": 0.97,
-                "program_goodput": program,
-            }
-            levels = {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
-            for row in spine_rows(cluster, day, levels, installed):
-                rows.append(row)
-                total = totals.setdefault(row["node_id"], [0.0, 0.0])
-                total[0] += row["numerator"]
-                total[1] += row["denominator"]
-        for node, (numerator, den) in totals.items():
-            rows.append(
-                {
-                    "grain": "fleet",
-                    "entity_id": "fleet",
-                    "metric_date": START + timedelta(days=day),
-                    "node_id": node,
-                    "numerator": numerator,
-                    "denominator": den,
-                    "direction": 1,
-                }
-            )
+            levels = noisy_levels(rng, allocation[moved], program)
+            day_rows += spine_rows(cluster, day, levels, installed)
+        rows += day_rows + fleet_sum_rows(day_rows, day)
     return pd.DataFrame(rows)
 
 
@@ -241,18 +242,12 @@ def sku_fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 5, wi
     rows = []
     for day in range(days):
         moved = day >= change_day
-        totals: dict[str, list[float]] = {}
+        day_rows = []
         for cluster, peak, program, allocation in (
             ("h100", 989e12, 0.40, (0.9, 0.6)),
             ("a100", 312e12, 0.475, (0.6, 0.9)),
         ):
-            levels = {
-                "availability": 0.99,
-                "allocation": allocation[moved],
-                "runtime_goodput": 0.97,
-                "program_goodput": program,
-            }
-            levels = {name: value * (1 + rng.normal(0, 0.003)) for name, value in levels.items()}
+            levels = noisy_levels(rng, allocation[moved], program)
             cluster_rows = spine_rows(cluster, day, levels, 32 * 86400 * peak)
             if with_reference:
                 useful = next(row["numerator"] for row in cluster_rows if row["node_id"] == "goodput")
@@ -260,23 +255,8 @@ def sku_fleet_metric_tree(days: int = 16, change_day: int = 8, seed: int = 5, wi
                     cluster_rows[0]
                     | {"node_id": "goodput_ref", "numerator": useful, "denominator": 32 * 86400 * 989e12}
                 )
-            for row in cluster_rows:
-                rows.append(row)
-                total = totals.setdefault(row["node_id"], [0.0, 0.0])
-                total[0] += row["numerator"]
-                total[1] += row["denominator"]
-        for node, (numerator, den) in totals.items():
-            rows.append(
-                {
-                    "grain": "fleet",
-                    "entity_id": "fleet",
-                    "metric_date": START + timedelta(days=day),
-                    "node_id": node,
-                    "numerator": numerator,
-                    "denominator": den,
-                    "direction": 1,
-                }
-            )
+            day_rows += cluster_rows
+        rows += day_rows + fleet_sum_rows(day_rows, day)
     return pd.DataFrame(rows)
 
 
