@@ -167,6 +167,9 @@ def _cpu_jiffies() -> tuple[int, int] | None:
     return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
 
 
+MAX_PLAUSIBLE_UTILISATION = 1.5  # CPU time over (wall x allowed CPUs) beyond this: the clocks disagree
+
+
 class CpuLoad:
     """Contention indicators over a window: load average before/after, the process's CPU time over
     (wall x allowed CPUs), which on a shared VM tells a slow CPU from a busy one, and the share of CPU
@@ -184,7 +187,11 @@ class CpuLoad:
         cpu = time.process_time() - self._cpu
         cpus = _affinity() or os.cpu_count() or 1
         self.load_after = _loadavg()
-        self.cpu_utilisation = round(cpu / (wall * cpus), 3) if wall > 0 else None
+        utilisation = cpu / (wall * cpus) if wall > 0 else None
+        # Above 1 only by timer granularity; far above, the CPU-time and wall clocks disagree (a VM paused or its
+        # clock slewed between the readings): unknown, not a number no process can reach.
+        plausible = utilisation is not None and utilisation <= MAX_PLAUSIBLE_UTILISATION
+        self.cpu_utilisation = round(utilisation, 3) if plausible else None
         after = _cpu_jiffies()
         self.steal_share = None
         if self._jiffies is not None and after is not None and after[1] > self._jiffies[1]:

@@ -183,3 +183,21 @@ def test_cpu_rows_carry_skipped_clock_normalised_rows_and_the_process_cpu_set(cp
         assert r.status == "skipped" and r.value is None and "no GPU" in r.reason and r.unit == "ratio"
     for r in cpu_rows:
         assert r.context["topology"]["gpu_numa_node"] is None and r.context["topology"]["process_cpu_set"]
+
+
+def test_cpu_load_reports_unknown_utilisation_when_the_clocks_disagree(monkeypatch):
+    """CPU time far above wall x CPUs (a VM paused or its clock slewed between readings) is unknown, not 12.6."""
+    from probes import context
+
+    clocks = {"wall": iter([100.0, 101.0]), "cpu": iter([5.0, 30.0])}  # 25 CPU s in 1 s of wall
+    monkeypatch.setattr(context.time, "perf_counter", lambda: next(clocks["wall"]))
+    monkeypatch.setattr(context.time, "process_time", lambda: next(clocks["cpu"]))
+    monkeypatch.setattr(context, "_affinity", lambda: 2)
+    with context.CpuLoad() as load:
+        pass
+    assert load.cpu_utilisation is None and load.summary()["process_cpu_utilisation"] is None
+
+    clocks = {"wall": iter([100.0, 101.0]), "cpu": iter([5.0, 6.5])}  # 1.5 CPU s in 1 s on 2 CPUs
+    with context.CpuLoad() as load:
+        pass
+    assert load.cpu_utilisation == 0.75
