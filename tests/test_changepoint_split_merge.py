@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -133,3 +134,36 @@ def test_a_proposal_needs_the_bh_q_of_its_round():
     assert [cp.index for cp in gated if cp.series_index == 0] == [22]
     assert [cp.index for cp in ungated if cp.series_index == 0] == [8, 14, 22]
     assert all([cp.index for cp in gated if cp.series_index == row] == [14] for row in range(1, 31))
+
+
+# fleet-1k seed 1, node a100-west-n25 program_goodput, 10-01 to 10-30 (rounded): a dip on 10-02/03, +4 % on 10-08 (a
+# framework upgrade), -8 % on 10-21 (a driver rollout). The epidemic scan's best interval is [3, 20) against the rest,
+# reported first by its end at 3 (10-04); the rollout end 20 follows. When the sub-segment scan of [3, 20) misses its
+# threshold (fleet-1k: p = 0.0065, BH q = 0.106 among the round's ~1,400 sub-segments; here split_pvalue and
+# propose_pvalue 0.005 stand in for that), 10-04 stayed as a +4.6 % change four days before the upgrade: a false alarm.
+UPGRADE_THEN_ROLLOUT = [
+    0.4769, 0.4594, 0.4603, 0.4745, 0.4742, 0.4731, 0.4705, 0.4934, 0.4968, 0.4928, 0.4950, 0.4914, 0.4935, 0.4939,
+    0.4889, 0.4913, 0.4905, 0.4831, 0.4922, 0.4923, 0.4539, 0.4485, 0.4533, 0.4537, 0.4558, 0.4557, 0.4192, 0.4519,
+    0.4510, 0.4523,
+]  # fmt: skip
+# incidents seed 2, cluster a100 availability, 10-01 to 10-28: a bad hardware batch's faults, 10-13 to 10-16 (4 days
+# down to 0.83-0.93), then back. The scan's interval is [12, 16); its other end's sub-segment scan misses (p = 0.022).
+FAULT_DIP = [1.0] * 8 + [0.9235, 1, 1, 1, 0.9075, 0.8344, 0.9299, 0.9283] + [1.0] * 9 + [0.9219, 1, 0.9726]
+STRICT_SUBSEGMENTS = DetectorConfig(
+    epidemic=True, max_qvalue=None, min_relative_effect=0.03, split_pvalue=0.005, propose_pvalue=0.005
+)
+
+
+def test_an_interval_end_whose_other_end_is_a_change_must_pass_its_own_split_test():
+    kept = detect(*_series(UPGRADE_THEN_ROLLOUT), replace(STRICT_SUBSEGMENTS, merge_interval_ends=False)).changes
+    assert [cp.index for cp in kept] == [3, 20]  # before: 10-04 on the interval's evidence alone
+    merged = detect(*_series(UPGRADE_THEN_ROLLOUT), STRICT_SUBSEGMENTS).changes  # merge_interval_ends: the default
+    assert [cp.index for cp in merged] == [20]
+    assert merged[0].relative_effect < -0.06 and merged[0].merge_p_value is None  # 20 was a scan's own split
+
+
+def test_an_interval_end_stands_on_the_interval_while_its_other_end_is_not_found():
+    config = replace(STRICT_SUBSEGMENTS, min_relative_effect=0.01)
+    found = detect(*_series(FAULT_DIP), config).changes
+    assert [cp.index for cp in found] == [12]  # a step test between 0 and 28 would read the dip and recovery as p = 1
+    assert found[0].merge_p_value is None and found[0].relative_effect < -0.02

@@ -43,6 +43,8 @@ class DetectionConfig(dg.Config):
     segmentation: str = "split_merge"
     propose_pvalue: float = 0.05  # a sub-segment scan at or under this (and BH q) proposes a change
     merge_pvalue: float = 0.001  # a proposal is kept when its test between its neighbouring changes passes this
+    # an epidemic interval's reported end whose other end is a change too needs its own split test (docs/detection.md)
+    merge_interval_ends: bool = True
 
 
 @dg.asset(
@@ -82,6 +84,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
         segmentation=config.segmentation,
         propose_pvalue=config.propose_pvalue,
         merge_pvalue=config.merge_pvalue,
+        merge_interval_ends=config.merge_interval_ends,
     )
     with warehouse_write_lock(home):
         connection = connect(home.warehouse_db, read_only=False)
