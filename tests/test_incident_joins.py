@@ -1,0 +1,181 @@
+"""Issue 7's "one alert per real change": the join rules of perf_assets/lib/incident_joins.py, on literal rows shaped
+like the cases they were built on (`incidents` seed 1's torch upgrade seen late on h200-n01, seed 3's fleet
+improvement, fleet-1k seed 1's power cap seen late and the thermal throttle five days after a driver rollout)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from test_attribution_evaluation import START, TOPOLOGY, frame, row
+
+from perf_assets.lib.alerts import build_incidents
+from perf_assets.lib.grouping import GROUP_WINDOW_DAYS, group_regressions
+from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS as JOIN_WINDOW_DAYS
+from perf_assets.lib.incident_joins import LATE_DAYS, rollout_day, shared_cause
+
+
+def torch(day: int, nodes: int) -> str:
+    first = (START + timedelta(days=day)).isoformat() + "T00:00:00+00:00"
+    return json.dumps(
+        [{"component": "torch", "from": "2.5.1", "to": "2.6.0", "nodes": nodes, "of_nodes": 4, "first_at": first}]
+    )
+
+
+def candidates(*nodes: str) -> str:
+    return json.dumps([{"dimension": "torch", "value": "2.6.0", "nodes": list(nodes), "did_effect": 0.04}])
+
+
+def upgrade(day: int = 22) -> list[dict]:
+    """The torch upgrade's own rows: the cluster (its candidates list the nodes that changed) and one node."""
+    return [
+        row(
+            "h100",
+            metric="program_goodput",
+            day=day,
+            kind="improvement",
+            effect=0.089,
+            coinciding_changes=torch(day, 3),
+            cause_candidates=candidates("h100-n1", "h100-n2", "h100-n3"),
+        ),
+        row(
+            "h100-n3",
+            grain="node",
+            metric="program_goodput",
+            day=day,
+            kind="improvement",
+            effect=0.076,
+            coinciding_changes=torch(day, 1),
+        ),
+    ]
+
+
+def late(entity: str = "h100-n1", day: int = 25, **extra) -> dict:
+    """h200-n01 on seed 1: +14 % split three days after its torch upgrade, nothing rolled out with it."""
+    fields = {"grain": "node", "metric": "program_goodput", "day": day, "kind": "improvement", "effect": 0.14}
+    return row(entity, **(fields | extra))
+
+
+def test_the_join_window_is_groupings():
+    assert JOIN_WINDOW_DAYS == GROUP_WINDOW_DAYS
+
+
+def test_a_rollouts_step_seen_late_joins_the_rollouts_incident_with_the_reason():
+    rows = frame(*upgrade(), late())
+    grouped = group_regressions(rows, TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1
+    assert grouped["is_root"].tolist() == [True, False, False]  # the cluster heads it
+    reason = grouped["joined_because"].iloc[2]
+    assert "torch 2.5.1 -> 2.6.0" in reason and "3 days before its split" in reason
+    assert grouped["joined_because"].iloc[:2].isna().all()  # nested links need no reason of their own
+    # three days apart: the time window alone (GROUP_WINDOW_DAYS) would not link them; nothing rolled out: two groups
+    plain = frame(*(record | {"coinciding_changes": "[]", "cause_candidates": None} for record in upgrade()), late())
+    assert group_regressions(plain, TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_a_late_change_stays_apart_without_the_evidence():
+    def apart(*rows: dict) -> bool:
+        grouped = group_regressions(frame(*upgrade(), *rows), TOPOLOGY)
+        return grouped["group_id"].iloc[-1] != grouped["group_id"].iloc[0] and grouped["joined_because"].isna().all()
+
+    assert apart(late("h100-n4"))  # the rollout's rows do not list n4 among the nodes that changed
+    assert apart(late(kind="regression", effect=-0.14))  # the other direction
+    assert apart(late(day=22 + LATE_DAYS + 1, before_start_date=START))  # more than a week after the rollout
+    assert apart(late(before_start_date=START + timedelta(days=23)))  # the rollout is outside its before window
+    assert apart(late(coinciding_changes=torch(25, 1)))  # a rollout of its own
+    assert apart(late(metric="allocation", top_factor="allocation"))  # another factor
+    # the node's program goodput changed at the rollout already: a second change days later is another incident
+    own_step = late(day=22, effect=0.07, coinciding_changes=torch(22, 1))
+    grouped = group_regressions(frame(*upgrade(), own_step, late()), TOPOLOGY)
+    assert grouped["group_id"].iloc[2] == grouped["group_id"].iloc[0] != grouped["group_id"].iloc[3]
+
+
+def test_a_hardware_incident_days_after_a_rollout_on_its_node_is_its_own():
+    """fleet-1k seed 1: a100-west-n05's thermal throttle on 10-26, five days after the node's driver rollout; its
+    GPU's thermal_ok fell with it, which no rollout does."""
+    throttle = [
+        late(kind="regression", effect=-0.128),
+        row("GPU-h100-1", grain="gpu", metric="thermal_ok", day=25, effect=-0.885),
+    ]
+    grouped = group_regressions(frame(*(r | {"change_kind": "regression"} for r in upgrade()), *throttle), TOPOLOGY)
+    assert grouped["group_id"].iloc[2] == grouped["group_id"].iloc[3] != grouped["group_id"].iloc[0]
+    # without the thermal evidence the same node change is the rollout's step seen late
+    alone = group_regressions(frame(*(r | {"change_kind": "regression"} for r in upgrade()), throttle[0]), TOPOLOGY)
+    assert alone["group_id"].nunique() == 1
+
+
+def test_a_rollouts_day_is_its_first_nodes_change_not_a_later_split():
+    probe = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=18, coinciding_changes=torch(15, 1))
+    probe["split_date"] = START + timedelta(days=18)
+    assert rollout_day(probe, probe["split_date"]) == START + timedelta(days=15)
+    assert rollout_day(row("h100"), START) == START  # no rollout listed: its split day
+
+
+def fleet(day: int = 23, **extra) -> dict:
+    fields = {"grain": "fleet", "metric": "program_goodput", "day": day, "kind": "improvement", "effect": 0.05}
+    return row("fleet", **(fields | extra))
+
+
+def test_a_fleet_change_joins_the_incident_that_came_with_its_rollout():
+    """`incidents` seed 3: the fleet's +5 % of 10-24 came with the torch upgrade; a job-peer knock-on with a larger
+    effect a day later (h100-n04 leaving jobs with a slowed node) took it, and the upgrade's group stayed apart."""
+    upgrade_rows = upgrade()
+    knock_on = row(
+        "a100-n2",
+        grain="node",
+        metric="program_goodput",
+        day=24,
+        kind="improvement",
+        effect=0.12,
+        expected_because="job peers: left allocations with nodes whose program_goodput was already lower",
+    )
+    grouped = group_regressions(frame(*upgrade_rows, knock_on, fleet(coinciding_changes=torch(22, 3))), TOPOLOGY)
+    assert grouped["group_id"].iloc[3] == grouped["group_id"].iloc[0] != grouped["group_id"].iloc[2]
+    assert "torch 2.5.1 -> 2.6.0 (from 2026-10-23, 3 nodes)" in grouped["joined_because"].iloc[3]
+    # nothing rolled out with the fleet change: the group that is not all knock-ons still comes first
+    plain = group_regressions(frame(*upgrade_rows, knock_on, fleet()), TOPOLOGY)
+    assert plain["group_id"].iloc[3] == plain["group_id"].iloc[0] and plain["joined_because"].isna().all()
+    # a knock-on that nothing explains is an incident of its own: the largest effect takes the fleet row, as before
+    unexplained = group_regressions(frame(*upgrade_rows, knock_on | {"expected_because": None}, fleet()), TOPOLOGY)
+    assert unexplained["group_id"].iloc[3] == unexplained["group_id"].iloc[2]
+
+
+def test_the_same_versions_rolled_out_another_day_are_another_rollout_and_the_larger_rollout_comes_first():
+    prepared = {"_factor": "program_goodput", "grain": "cluster", "metric": "program_goodput"}
+    fleet_row = prepared | {
+        "grain": "fleet",
+        "coinciding_changes": json.dumps(
+            [
+                {"component": "image", "from": "a", "to": "b", "nodes": 40, "first_at": "2026-10-13T00:00:00+00:00"},
+                {"component": "firmware", "from": "x", "to": "y", "nodes": 24, "first_at": "2026-10-13T00:00:00+00:00"},
+            ]
+        ),
+    }
+    firmware = prepared | {
+        "entity_id": "h100-west",
+        "_link_day": START,
+        "coinciding_changes": fleet_row["coinciding_changes"].replace('"image"', '"nccl"'),
+    }
+    image = prepared | {
+        "entity_id": "h100-east",
+        "_link_day": START,
+        "coinciding_changes": fleet_row["coinciding_changes"],
+    }
+    assert shared_cause(fleet_row, [firmware])[0] == 24
+    assert shared_cause(fleet_row, [image])[0] == 40
+    other_day = image | {"coinciding_changes": fleet_row["coinciding_changes"].replace("10-13", "10-16")}
+    assert shared_cause(fleet_row, [other_day]) is None
+    assert shared_cause(fleet_row, [image | {"_factor": "allocation"}]) is None  # another factor
+
+
+def test_the_alert_shows_one_incident_with_the_late_child_and_why_it_joined():
+    rows = frame(
+        *(r | {"change_kind": "regression", "relative_effect": -0.1} for r in upgrade()),
+        late(kind="regression", effect=-0.11),
+    )
+    incidents = build_incidents(rows, TOPOLOGY)
+    assert len(incidents) == 1
+    children = {child["entity_id"]: child for child in incidents[0]["children"]}
+    assert set(children) == {"h100-n3", "h100-n1"}
+    assert "the rollout's step, seen late" in children["h100-n1"]["joined_because"]
+    assert "joined_because" not in children["h100-n3"]
