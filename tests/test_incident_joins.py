@@ -12,7 +12,7 @@ from test_attribution_evaluation import START, TOPOLOGY, frame, row
 from perf_assets.lib.alerts import build_incidents
 from perf_assets.lib.grouping import GROUP_WINDOW_DAYS, group_regressions
 from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS as JOIN_WINDOW_DAYS
-from perf_assets.lib.incident_joins import LATE_DAYS, rollout_day, shared_cause
+from perf_assets.lib.incident_joins import LATE_DAYS, mix_shift_sides, rollout_day, shared_cause
 
 
 def torch(day: int, nodes: int) -> str:
@@ -179,3 +179,48 @@ def test_the_alert_shows_one_incident_with_the_late_child_and_why_it_joined():
     assert set(children) == {"h100-n3", "h100-n1"}
     assert "the rollout's step, seen late" in children["h100-n1"]["joined_because"]
     assert "joined_because" not in children["h100-n3"]
+
+
+def allocation(entity: str, day: int, before: float, after: float) -> dict:
+    kind = "regression" if after < before else "improvement"
+    fields = {"metric": "allocation", "top_factor": "allocation", "before_level": before, "after_level": after}
+    return row(entity, day=day, kind=kind, effect=after / before - 1, **fields)
+
+
+def prepared(record: dict) -> dict:
+    return record | {"_link_day": record["change_date"], "_own_cause": None}
+
+
+def test_a_mix_shifts_sides_move_about_as_many_gpus_the_opposite_way():
+    """`incidents` seed 1, 10-21: h100 (40 GPUs) from 89.4 % to 60.9 % allocated, a100b (24 GPUs) from 48.5 % to
+    99.2 %: 11.4 GPUs left one, 12.2 arrived on the other."""
+    h100, a100b = prepared(allocation("h100", 20, 0.894, 0.609)), prepared(allocation("a100b", 20, 0.485, 0.992))
+    reason = mix_shift_sides(h100, a100b, 40, 24)
+    assert "work moved from h100 to a100b" in reason and "11.4 fewer" in reason and "12.2 more" in reason
+    assert mix_shift_sides(a100b, h100, 24, 40) == reason
+    # fleet-1k seed 1's start: h100-west lost 76.7 GPUs, a100-west (82 % allocated already) took 40.7
+    west = prepared(allocation("h100-west", 21, 0.813, 0.414)), prepared(allocation("a100-west", 19, 0.82, 0.979))
+    assert mix_shift_sides(*west, 192, 256) is not None
+    assert mix_shift_sides(h100, prepared(allocation("a100b", 20, 0.485, 0.55)), 40, 24) is None  # 1.6 of 11.4 GPUs
+    assert mix_shift_sides(h100, prepared(allocation("a100b", 23, 0.485, 0.992)), 40, 24) is None  # 3 days apart
+    assert mix_shift_sides(h100, prepared(allocation("a100b", 20, 0.992, 0.485)), 40, 24) is None  # the same way
+    assert mix_shift_sides(h100, prepared(allocation("h100", 20, 0.485, 0.992)), 40, 40) is None  # one cluster
+    assert mix_shift_sides(h100, a100b, 40, None) is None  # GPUs unknown: no balance
+    assert mix_shift_sides(h100, a100b | {"metric": "goodput"}, 40, 24) is None  # levels of another ratio
+    assert mix_shift_sides(h100, a100b | {"before_level": float("nan")}, 40, 24) is None
+
+
+def test_a_mix_shifts_two_sides_are_one_incident_rooted_where_goodput_moved():
+    rows = frame(
+        allocation("h100", 20, 0.894, 0.609),
+        row("h100", day=20, metric="goodput", top_factor="allocation", effect=-0.36),
+        row("h100-n1", grain="node", day=20, metric="goodput", top_factor="allocation", effect=-0.4),
+        allocation("a100", 20, 0.485, 0.992),  # TOPOLOGY: 4 GPUs a cluster, 1.14 and 2.03 GPUs moved
+    )
+    grouped = group_regressions(rows, TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1
+    assert grouped["is_root"].tolist() == [False, True, False, False]
+    assert "work moved from h100 to a100" in grouped["joined_because"].iloc[3]
+    # without the balance (the a100 side barely moved) the two sides stay two groups
+    apart = group_regressions(frame(*rows.to_dict("records")[:3], allocation("a100", 20, 0.485, 0.55)), TOPOLOGY)
+    assert apart["group_id"].nunique() == 2

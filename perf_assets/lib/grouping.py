@@ -55,6 +55,7 @@ from perf_assets.lib.incident_joins import (
     first_change_since,
     hardware_evidence,
     late_rollout_step,
+    mix_shift_sides,
     rollout_day,
     rollout_nodes,
     shared_cause,
@@ -264,6 +265,24 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             _, reason, rollout = max(found, key=lambda item: (item[0], item[2]["_pos"]))
             parent[find(late["_pos"])] = find(rollout["_pos"])
             joined[late["_pos"]] = reason
+    gpus: dict[str, int] = {}  # installed GPUs per cluster (the inventory's), for the mix shift's balance
+    for node in topology.gpu_node.values():
+        cluster = topology.node_cluster.get(node)
+        if cluster is not None:
+            gpus[cluster] = gpus.get(cluster, 0) + 1
+    allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
+    for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)
+        if a["change_kind"] != "regression":
+            continue
+        sides = [
+            (reason, b)
+            for b in allocations
+            if (reason := mix_shift_sides(a, b, gpus.get(str(a["entity_id"])), gpus.get(str(b["entity_id"]))))
+        ]
+        if sides:
+            reason, b = sides[0]
+            parent[find(b["_pos"])] = find(a["_pos"])
+            joined[b["_pos"]] = reason
     fleet = [row for row in rows if row["grain"] == "fleet"]
     for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
         for b in fleet[i + 1 :]:

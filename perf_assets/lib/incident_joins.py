@@ -23,6 +23,11 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   drop after a rollout that was itself detected on the node stays its own incident; and no row of the late row's
   group (as the nested links formed it) is of a metric no rollout moves (``hardware_evidence``: a thermal
   throttle, HBM decay, faults), so a hardware incident days after a rollout on its node stays its own.
+* **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
+  of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
+  links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
+  as the incident. They are one incident with both sides as children (its root by grouping.py's rule: the
+  broadest entity, goodput first).
 * **A fleet change and the incident that shares its cause** (``shared_cause``). A fleet row joins the group among
   those near it in time with the largest effect (grouping.py); a group with a row that came with the same rollout
   as the fleet row (the same component, from, to and first day: ``rollout_events``) and has its factor is preferred over a larger effect without one: the
@@ -157,6 +162,46 @@ def shared_cause(fleet_row: dict, rows: list[dict]) -> tuple[int, str] | None:
                     f"{other['grain']} {other['entity_id']}'s {other['metric']} of {other['_link_day']} in this incident",
                 )
     return best
+
+
+MIX_BALANCE = 1 / 3  # the smaller side of a mix shift moves at least this share of the larger side's GPUs
+
+
+def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) -> str | None:
+    """The reason two cluster ``allocation`` rows are a mix shift's sending and receiving sides, or None.
+
+    Work that moves from one cluster to another at about constant demand lowers the allocation of one and raises
+    the other's on the same days: opposite directions, splits within ``GROUP_WINDOW_DAYS``, two clusters, and about the
+    same number of GPUs moving (a rollout on a few nodes that coincides does not matter: a rollout does not move
+    allocation; fleet-1k's shift began with a driver rollout on a100-west and a power cap on four h100-west nodes): the allocated GPUs each
+    side gained or lost, (after - before level) x the cluster's GPUs (``gpus_a``, ``gpus_b``, from the inventory;
+    the allocation level is over available capacity, so this is exact when nothing is down and a little low when
+    GPUs are), the smaller at least ``MIX_BALANCE`` of the larger. `incidents` seeds 1 and 3: h100 -11.4 and -13.9
+    GPUs, a100b +12.2 and +11.2 on 10-20/10-21; fleet-1k seed 1: h100-west -76.7, a100-west +40.7 at the shift's
+    start (a100-west was 82 % allocated already: it took what it had room for), -41.4 and +86.2 at its end on 10-26.
+    Unknown GPU counts or levels: no join (unknown is not a balance)."""
+    if a["grain"] != "cluster" or b["grain"] != "cluster" or a["entity_id"] == b["entity_id"]:
+        return None
+    if a["metric"] != "allocation" or b["metric"] != "allocation" or a["change_kind"] == b["change_kind"]:
+        return None
+    if abs((a["_link_day"] - b["_link_day"]).days) > GROUP_WINDOW_DAYS or not gpus_a or not gpus_b:
+        return None
+    moved = []
+    for row, gpus in ((a, gpus_a), (b, gpus_b)):
+        before, after = row.get("before_level"), row.get("after_level")
+        if before is None or after is None or before != before or after != after:
+            return None
+        moved.append((after - before) * gpus)
+    small, large = sorted(abs(value) for value in moved)
+    if large <= 0 or small < MIX_BALANCE * large:
+        return None
+    sides = sorted(zip(moved, (a, b)), key=lambda item: item[0])
+    (lost, sender), (gained, receiver) = sides
+    return (
+        f"work moved from {sender['entity_id']} to {receiver['entity_id']}: {sender['entity_id']} allocated "
+        f"{-lost:.1f} fewer GPUs on average from {sender['_link_day']}, {receiver['entity_id']} {gained:.1f} more "
+        f"from {receiver['_link_day']} (a mix shift's sending and receiving sides)"
+    )
 
 
 HARDWARE_METRICS = ("thermal_ok", "probe_hbm_bw_ratio", "xid_node_faults", "xid_count")
