@@ -32,6 +32,12 @@ one. It therefore never links groups: the groups are formed without fleet rows, 
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
 absolute relative effect, or stays a group of its own when there is none.
 
+Beyond nested scopes, three join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
+the alert shows, column `joined_because`): a rollout's step seen late (a node's change days after a rollout on it,
+the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a mix
+shift's two sides (two clusters' allocation moving opposite ways by about as many GPUs) are one group; and a fleet
+row prefers the group that came with its rollout (then one that is not all knock-ons) over the largest effect.
+
 Root (the row that heads the group and its alert): the broadest entity below the fleet in the group,
 because a broad change whose narrower children changed the same way is explained by them and is what an
 owner acts on (a rollout on two nodes of h100: the h100 cluster, children the nodes; the fleet row a
