@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from test_attribution_evaluation import START, TOPOLOGY, frame, row
+import pandas as pd
+from test_attribution_evaluation import START, TOPOLOGY, frame, label, row
 
 from perf_assets.lib.alerts import build_incidents
+from perf_assets.lib.evaluation import evaluate
 from perf_assets.lib.grouping import GROUP_WINDOW_DAYS, group_regressions
 from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS as JOIN_WINDOW_DAYS
 from perf_assets.lib.incident_joins import LATE_DAYS, mix_shift_sides, rollout_day, shared_cause
@@ -224,3 +226,42 @@ def test_a_mix_shifts_two_sides_are_one_incident_rooted_where_goodput_moved():
     # without the balance (the a100 side barely moved) the two sides stay two groups
     apart = group_regressions(frame(*rows.to_dict("records")[:3], allocation("a100", 20, 0.485, 0.55)), TOPOLOGY)
     assert apart["group_id"].nunique() == 2
+
+
+def mart(period1_start: int, fleet_mix: float, fleet_rate: float) -> pd.DataFrame:
+    """fct_attribution_mix_rate's sku split of running_goodput_ref (basis allocated_gs), fixed periods of 7 days;
+    `incidents` seed 1: fleet_mix -0.0251 vs fleet_rate +0.0015 over 10-15..10-21 vs 10-22..10-28."""
+    p1 = pd.Timestamp(START + timedelta(days=period1_start))
+    return pd.DataFrame(
+        [
+            {
+                "metric": "running_goodput_ref",
+                "segment_type": "sku",
+                "fleet_mix": fleet_mix,
+                "fleet_rate": fleet_rate,
+                "period0_start": p1 - pd.Timedelta(days=7),
+                "period1_start": p1,
+                "period1_end": p1 + pd.Timedelta(days=6),
+            }
+        ]
+    )
+
+
+def test_a_mix_shifts_pair_of_clusters_is_assessed_with_the_marts_split_when_its_periods_line_up():
+    shift = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), day=20, attribution="mix")
+    shift |= {"factor": "allocation", "mix_basis": "allocated_gs", "cause": {"dimension": "sku", "value": "A100"}}
+    pair = frame(
+        allocation("h100", 20, 0.894, 0.609),
+        row("h100", day=20, metric="goodput", top_factor="allocation", effect=-0.36),
+        allocation("a100", 20, 0.485, 0.992),
+    )
+    item = evaluate(pair, [shift], TOPOLOGY, mix_rate=mart(21, -0.0251, 0.0015))["mix_attribution"]["items"][0]
+    assert item["assessed"] and item["correct"] and "the pair of clusters' group" in item["reason"]
+    item = evaluate(pair, [shift], TOPOLOGY, mix_rate=mart(21, -0.001, 0.02))["mix_attribution"]["items"][0]
+    assert item["assessed"] and item["correct"] is False  # the mart says rate: a wrong verdict, not a skipped one
+    # fixed periods four days off the change (fleet-1k: p1 from 10-24, the shift from 10-20): not assessed
+    item = evaluate(pair, [shift], TOPOLOGY, mix_rate=mart(24, -0.0251, 0.0015))["mix_attribution"]["items"][0]
+    assert not item["assessed"] and "not assessed per change" in item["reason"]
+    # one side only (no pair, no fleet row): not assessed, as before
+    one = evaluate(pair.iloc[:2], [shift], TOPOLOGY, mix_rate=mart(21, -0.0251, 0.0015))
+    assert one["mix_attribution"]["items"][0]["reason"] == "no fleet-grain change in the group"
