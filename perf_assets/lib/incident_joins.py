@@ -16,9 +16,10 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   goodput fell only when the work came back after the mix shift's end on 10-26). Conditions, each needed: the same
   direction and factor (a spine factor's change, or unknown); the late row has no configuration change of its own
   within a day (``own_cause`` None: else it is its own rollout); the rollout's rows list the late row's node among
-  the nodes that changed (``_rollout_nodes``: cause candidates' nodes, or the row's own node); the rollout's day
-  (``rollout_day``: its first node's change) lies inside the late row's before window, more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` before its split
-  (a week: beyond it the level before the split is the rollout's level already). The caller adds the last
+  the nodes that changed (``_rollout_nodes``: cause candidates' nodes, or the row's own node), and is not itself of
+  a metric no rollout moves (``HARDWARE_METRICS``); the rollout's day (``rollout_day``: its first node's change)
+  lies inside the late row's before window, more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` before its
+  split (a week: beyond it the level before the split is the rollout's level already). The caller adds the last
   two conditions: no change of that metric on the node between the two days (``first_change_since``), so a second
   drop after a rollout that was itself detected on the node stays its own incident; and no row of the late row's
   group (as the nested links formed it) is of a metric no rollout moves (``hardware_evidence``: a thermal
@@ -30,7 +31,8 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   broadest entity, goodput first).
 * **A fleet change and the incident that shares its cause** (``shared_cause``). A fleet row joins the group among
   those near it in time with the largest effect (grouping.py); a group with a row that came with the same rollout
-  as the fleet row (the same component, from, to and first day: ``rollout_events``) and has its factor is preferred over a larger effect without one: the
+  as the fleet row (the same component, from, to and first day: ``rollout_events``; the rollout that changed more
+  nodes first) and has its factor is preferred over a larger effect without one: the
   fleet's torch-upgrade improvement of `incidents` seed 3 (10-24) went to h100-n04's improvement of 10-25, a
   job-peer knock-on, and was a false alarm next to the upgrade's own group. A group every row of which is a
   known knock-on (`expected_because`) claims a fleet row only when no other group does: a knock-on moves a node
@@ -67,7 +69,7 @@ def rollout_nodes(row: dict, node: str | None) -> set[str]:
     return nodes | ({node} if node is not None else set())
 
 
-def rollout_day(row: dict, link_day):
+def rollout_day(row: dict, link_day: date) -> date:
     """The day the row's own rollout began: the earliest first day of its ``rollout_events``, else its split day
     (``link_day``). A row whose metric moves days after the rollout (an HBM probe that came with a driver) splits
     later than the rollout it came with."""
