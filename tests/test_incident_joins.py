@@ -106,6 +106,21 @@ def test_a_hardware_incident_days_after_a_rollout_on_its_node_is_its_own():
     assert alone["group_id"].nunique() == 1
 
 
+def test_a_late_change_whose_incident_came_with_a_rollout_of_its_own_stays_with_it():
+    """fleet-1k seed 2: h100-west-n13's power draw fell on 10-22 with its job peers, whose power limit was cut that
+    day; n13's own image rollout of 10-18 lay in its before window. The cap explains it: no join to the image's."""
+    cap = json.dumps([{"component": "power_limit_w", "from": "700.0", "to": "500.0", "nodes": 1, "of_nodes": 1}])
+    peer_power = late(kind="regression", effect=-0.04, metric="power_ratio", job_peer_nodes=json.dumps(["h100-n2"]))
+    capped = row("h100-n2", grain="node", metric="clock_ratio", day=25, coinciding_changes=cap)
+    capped["job_peer_nodes"] = json.dumps(["h100-n1"])
+    rollout = [r | {"change_kind": "regression", "relative_effect": -0.08} for r in upgrade()]
+    grouped = group_regressions(frame(*rollout, peer_power, capped), TOPOLOGY)
+    assert grouped["group_id"].iloc[2] == grouped["group_id"].iloc[3] != grouped["group_id"].iloc[0]
+    assert grouped["joined_because"].isna().all()
+    # the same late change without the capped peer is the rollout's step seen late
+    assert group_regressions(frame(*rollout, peer_power), TOPOLOGY)["group_id"].nunique() == 1
+
+
 def test_a_rollouts_day_is_its_first_nodes_change_not_a_later_split():
     probe = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=18, coinciding_changes=torch(15, 1))
     probe["split_date"] = START + timedelta(days=18)

@@ -58,8 +58,8 @@ import pandas as pd
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.incident_joins import (
     all_expected,
+    explained_apart,
     first_change_since,
-    hardware_evidence,
     late_rollout_step,
     mix_shift_sides,
     rollout_day,
@@ -260,7 +260,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     for late in local:  # a rollout's step seen late joins the rollout's incident (the latest such rollout)
         if late["_node"] is None or late["_own_cause"] is not None:
             continue
-        if hardware_evidence(nested_groups[nested_of[late["_pos"]]]):
+        if explained_apart(nested_groups[nested_of[late["_pos"]]]):
             continue
         found = [
             (rollout["_rollout_day"], reason, rollout)

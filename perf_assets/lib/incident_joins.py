@@ -21,9 +21,11 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   lies inside the late row's before window, more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` before its
   split (a week: beyond it the level before the split is the rollout's level already). The caller adds the last
   two conditions: no change of that metric on the node between the two days (``first_change_since``), so a second
-  drop after a rollout that was itself detected on the node stays its own incident; and no row of the late row's
-  group (as the nested links formed it) is of a metric no rollout moves (``hardware_evidence``: a thermal
-  throttle, HBM decay, faults), so a hardware incident days after a rollout on its node stays its own.
+  drop after a rollout that was itself detected on the node stays its own incident; and the late row's group (as
+  the nested links formed it) has no explanation of its own (``explained_apart``): no row of a metric no rollout
+  moves (``hardware_evidence``: a thermal throttle, HBM decay, faults), so a hardware incident days after a rollout
+  on its node stays its own, and no row that came with a configuration change of its own (a power cap on its job
+  peers that day).
 * **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
@@ -207,6 +209,17 @@ def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) ->
 
 
 HARDWARE_METRICS = ("thermal_ok", "probe_hbm_bw_ratio", "xid_node_faults", "xid_count")
+
+
+def explained_apart(rows: list[dict]) -> str | None:
+    """Why the late row's group (as the nested links formed it) is an incident with an explanation of its own, or
+    None: hardware evidence (``hardware_evidence``), or a row that came with a configuration change of its own
+    (fleet-1k seed 2: h100-west-n13's power draw fell on 10-22 with its job peers n05-n08, whose power limit was cut
+    that day; n13's image rollout of 10-18 lies in its before window, but the power cap explains it)."""
+    if hardware_evidence(rows):
+        return "hardware evidence"
+    caused = sorted({row["_own_cause"] for row in rows if row["_own_cause"] is not None})
+    return f"its own configuration change ({caused[0]})" if caused else None
 
 
 def hardware_evidence(rows: list[dict]) -> bool:
