@@ -219,10 +219,17 @@ def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm(
     mix = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), attribution="mix")
     mix |= {"factor": "allocation", "cause": {"dimension": "sku", "value": "A100"}}
     sending = row("h100", metric="allocation", effect=-0.3)
-    arriving = row("a100", metric="allocation", kind="improvement", effect=0.4)
+    # levels unknown: grouping cannot weigh the two sides (incident_joins.mix_shift_sides), so they are two groups
+    arriving = row("a100", metric="allocation", kind="improvement", effect=0.4, before_level=None, after_level=None)
     report = evaluate(frame(sending, arriving), [mix], TOPOLOGY)
     assert report["overall"]["precision"]["value"] == 1.0 and report["false_alarms"]["count"] == 0
     assert [g["receiving_side_of"] for g in report["receiving_groups"]] == ["inc"]
+    # with its levels (0.40 -> 0.56 of 4 GPUs against 0.40 -> 0.28 of 4): one incident, both sides, one match
+    balanced = evaluate(
+        frame(sending, row("a100", metric="allocation", kind="improvement", effect=0.4)), [mix], TOPOLOGY
+    )
+    assert balanced["groups"] == 1 and balanced["receiving_groups"] == [] and balanced["false_alarms"]["count"] == 0
+    assert balanced["matches"][0]["incident_id"] == "inc" and balanced["matches"][0]["rows"] == 2
     # a fleet row that joined the arriving group (the largest effect in its direction) does not change that
     fleet = row("fleet", grain="fleet", metric="program_goodput", day=12, kind="improvement", effect=0.05)
     report = evaluate(frame(sending, arriving, fleet), [mix], TOPOLOGY)

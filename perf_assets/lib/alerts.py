@@ -298,6 +298,7 @@ def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None)
                         "metric": row["metric"],
                     }
                     | _metric_evidence(row)
+                    | _joined_because(row)
                     for row in children
                 ],
                 "verdict": str(headline.get("verdict") or "confirmed"),
@@ -308,6 +309,13 @@ def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None)
             | _expected_because(headline, records)
         )
     return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
+
+
+def _joined_because(row: dict) -> dict:
+    """``{"joined_because": why}`` for a child that a join rule of perf_assets/lib/incident_joins.py put in its
+    incident (a rollout's step seen late, a fleet change that came with the incident's rollout); else nothing."""
+    reason = row.get("joined_because")
+    return {"joined_because": reason} if isinstance(reason, str) and reason else {}
 
 
 def _expected_because(headline: dict, records: list[dict]) -> dict:

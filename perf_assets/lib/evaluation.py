@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -70,7 +70,11 @@ def f1(precision: dict, recall: dict) -> dict:
 
 
 def _day(value: object) -> date:
-    return pd.Timestamp(value).date() if not isinstance(value, date) else value
+    """A date from a date, a datetime or a Timestamp (a Timestamp is a date too: it becomes its date, so that days
+    subtract), or an ISO text."""
+    if isinstance(value, datetime):
+        return value.date()
+    return value if isinstance(value, date) else pd.Timestamp(value).date()
 
 
 def _label_day(text: str | None) -> date | None:
@@ -207,11 +211,16 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
     that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
     With the label's `mix_basis` (``basis``), only rows split on that basis count: mix is relative to the
     chosen denominator (metric_tree.md §6), so a split in another lens does not answer the label.
-    Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change.
+    Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change: the
+    fleet row's day, or, for a group without a fleet row that holds a mix shift's two sides (cluster rows of two
+    clusters going opposite ways, joined by grouping: incident_joins.mix_shift_sides), the group's change day.
     """
     fleet = [r for r in group.rows if r["grain"] == "fleet"]
-    if not fleet:
+    sides = {(str(r["entity_id"]), str(r["change_kind"])) for r in group.rows if r["grain"] == "cluster"}
+    pair = len({cluster for cluster, _ in sides}) >= 2 and len({kind for _, kind in sides}) == 2
+    if not fleet and not pair:
         return None, "no fleet-grain change in the group"
+    change_day = fleet[0]["_day"] if fleet else group.change_date
     split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate", "occupancy")]
     if basis and split:
         split = [r for r in split if r.get("mix_basis") == basis]
@@ -238,12 +247,16 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
         return None, f"fct_attribution_mix_rate has no sku split of {metric}"
     first = rows.iloc[0]
     p1_start = _day(first["period1_start"])
-    if abs((p1_start - fleet[0]["_day"]).days) > MATCH_DAYS:
+    if abs((p1_start - change_day).days) > MATCH_DAYS:
         return None, (
             f"fct_attribution_mix_rate splits fixed periods (p1 from {p1_start}), "
-            f"not this change's windows (change {fleet[0]['_day']}): not assessed per change"
+            f"not this change's windows (change {change_day}): not assessed per change"
         )
-    return abs(float(first["fleet_mix"])) > abs(float(first["fleet_rate"])), "fleet_mix vs fleet_rate of the sku split"
+    return abs(float(first["fleet_mix"])) > abs(float(first["fleet_rate"])), (
+        f"fleet_mix {float(first['fleet_mix']):+.4f} vs fleet_rate {float(first['fleet_rate']):+.4f} of the sku split"
+        f" of {metric} ({_day(first['period0_start'])}.. vs {p1_start}..; change {change_day}"
+        + (", the pair of clusters' group)" if not fleet else ")")
+    )
 
 
 def evaluate(

@@ -32,6 +32,12 @@ one. It therefore never links groups: the groups are formed without fleet rows, 
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
 absolute relative effect, or stays a group of its own when there is none.
 
+Beyond nested scopes, three join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
+the alert shows, column `joined_because`): a rollout's step seen late (a node's change days after a rollout on it,
+the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a mix
+shift's two sides (two clusters' allocation moving opposite ways by about as many GPUs) are one group; and a fleet
+row prefers the group that came with its rollout (then one that is not all knock-ons) over the largest effect.
+
 Root (the row that heads the group and its alert): the broadest entity below the fleet in the group,
 because a broad change whose narrower children changed the same way is explained by them and is what an
 owner acts on (a rollout on two nodes of h100: the h100 cluster, children the nodes; the fleet row a
@@ -50,10 +56,20 @@ from datetime import date, datetime
 import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
+from perf_assets.lib.incident_joins import (
+    all_expected,
+    explained_apart,
+    first_change_since,
+    late_rollout_step,
+    mix_shift_sides,
+    rollout_day,
+    rollout_nodes,
+    shared_cause,
+)
 from perf_assets.lib.topology import GRAIN_RANK, Topology
 
 GROUP_WINDOW_DAYS = 2
-GROUP_COLUMNS = ["group_id", "root_regression_id", "is_root", "children"]
+GROUP_COLUMNS = ["group_id", "root_regression_id", "is_root", "children", "joined_because"]
 
 
 def as_day(value: object) -> date:
@@ -176,6 +192,10 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         )
         peers = row.get("job_peer_nodes")
         row["_job_peers"] = set(json.loads(peers)) if isinstance(peers, str) and peers else set()
+        before = row.get("before_start_date")
+        row["_before_start"] = as_day(before) if before is not None and not pd.isna(before) else None
+        row["_rollout_nodes"] = rollout_nodes(row, row["_node"]) if row["_own_cause"] is not None else set()
+        row["_rollout_day"] = rollout_day(row, row["_link_day"])
     parent = list(range(len(rows)))
 
     def find(i: int) -> int:
@@ -231,12 +251,53 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         for b in local[i + 1 :]:
             if linked_in_time(a, b) and nested(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
+    joined: dict[int, str] = {}  # position -> why a join rule of incident_joins.py put the row in its group
+    rollouts = [row for row in local if row["_rollout_nodes"]]
+    nested_of = {row["_pos"]: find(row["_pos"]) for row in local}  # the groups the links above formed
+    nested_groups: dict[int, list[dict]] = {}
+    for row in local:
+        nested_groups.setdefault(nested_of[row["_pos"]], []).append(row)
+    for late in local:  # a rollout's step seen late joins the rollout's incident (the latest such rollout)
+        if late["_node"] is None or late["_own_cause"] is not None:
+            continue
+        if explained_apart(nested_groups[nested_of[late["_pos"]]]):
+            continue
+        found = [
+            (rollout["_rollout_day"], reason, rollout)
+            for rollout in rollouts
+            if (reason := late_rollout_step(late, rollout)) and first_change_since(late, rollout, local)
+        ]
+        if found:
+            _, reason, rollout = max(found, key=lambda item: (item[0], item[2]["_pos"]))
+            parent[find(late["_pos"])] = find(rollout["_pos"])
+            joined[late["_pos"]] = reason
+    gpus: dict[str, int] = {}  # installed GPUs per cluster (the inventory's), for the mix shift's balance
+    for node in topology.gpu_node.values():
+        cluster = topology.node_cluster.get(node)
+        if cluster is not None:
+            gpus[cluster] = gpus.get(cluster, 0) + 1
+    allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
+    for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)
+        if a["change_kind"] != "regression":
+            continue
+        sides = [
+            (reason, b)
+            for b in allocations
+            if (reason := mix_shift_sides(a, b, gpus.get(str(a["entity_id"])), gpus.get(str(b["entity_id"]))))
+        ]
+        if sides:
+            reason, b = sides[0]
+            parent[find(b["_pos"])] = find(a["_pos"])
+            joined[b["_pos"]] = reason
     fleet = [row for row in rows if row["grain"] == "fleet"]
     for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
         for b in fleet[i + 1 :]:
             if near(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     fleet_roots = {find(row["_pos"]) for row in fleet}
+    local_groups: dict[int, list[dict]] = {}
+    for row in local:
+        local_groups.setdefault(find(row["_pos"]), []).append(row)
     for root in sorted(fleet_roots):
         members = [row for row in fleet if find(row["_pos"]) == root]
         scores: dict[int, float] = {}
@@ -247,8 +308,21 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
                 key = find(row["_pos"])
                 scores[key] = max(scores.get(key, 0.0), effect)
         if scores:
-            target = max(sorted(scores), key=lambda key: scores[key])
+            # a group that came with the fleet row's configuration change first, then one that is not all knock-ons,
+            # then the largest effect (incident_joins.shared_cause)
+            causes = {key: [shared_cause(member, local_groups[key]) for member in members] for key in scores}
+            target = max(
+                sorted(scores),
+                key=lambda key: (
+                    max((cause[0] for cause in causes[key] if cause), default=0),
+                    not all_expected(local_groups[key]),
+                    scores[key],
+                ),
+            )
             parent[find(root)] = target
+            for member, cause in zip(members, causes[target]):
+                if cause:
+                    joined[member["_pos"]] = cause[1]
     groups: dict[int, list[dict]] = {}
     for row in rows:
         groups.setdefault(find(row["_pos"]), []).append(row)
@@ -273,5 +347,6 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
                 root_id,
                 str(row["regression_id"]) == root_id,
                 [other for other in ids if other != root_id],
+                joined.get(row["_pos"]),
             )
     return pd.DataFrame([out[i] for i in index], columns=GROUP_COLUMNS, index=regressions.index)

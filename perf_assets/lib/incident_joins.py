@@ -1,0 +1,235 @@
+"""Join rules beyond nested scopes: pieces of one incident that grouping.py's time-and-scope links leave apart.
+
+Each rule is a plain function over rows of `regressions` as grouping.py prepares them (``_link_day`` the split
+day, ``_before_start`` the first day of its before window or None, ``_node``, ``_factor``, ``_own_cause``,
+``_rollout_nodes``, ``_rollout_day``: ``rollout_day``); each returns the reason the alert shows
+for the join (column ``joined_because``), or None. grouping.py applies them after its own links.
+
+* **A rollout's step seen late** (``late_rollout_step``). A node whose metric moved days after a configuration change
+  rolled out on it, with no change of that metric detected on the node in between, is that rollout's step: its
+  comparison's before window holds the rollout day, so the effect it measures is (at least in part) the rollout's.
+  The incident of the rollout is already a group (the rows that came with the change: its cluster, its other nodes,
+  the node's own companions); the late row joins it. Seen on `incidents` seed 1 (h200-n01's program goodput +14 %
+  split on 10-26, three days after its torch 2.5.1 -> 2.6.0 of 10-23; the upgrade's group held the cluster and two
+  other nodes) and fleet-1k seed 1 (h100-west-n06..n08's program goodput -10 to -11 % on 10-27, five days after
+  their power limit 700 -> 500 W of 10-22: the cap's clock and power drops on 10-22 were one group, the program
+  goodput fell only when the work came back after the mix shift's end on 10-26). Conditions, each needed: the same
+  direction and factor (a spine factor's change, or unknown); the late row has no configuration change of its own
+  within a day (``own_cause`` None: else it is its own rollout); the rollout's rows list the late row's node among
+  the nodes that changed (``_rollout_nodes``: cause candidates' nodes, or the row's own node), and is not itself of
+  a metric no rollout moves (``HARDWARE_METRICS``); the rollout's day (``rollout_day``: its first node's change)
+  lies inside the late row's before window, more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` before its
+  split (a week: beyond it the level before the split is the rollout's level already). The caller adds the last
+  two conditions: no change of that metric on the node between the two days (``first_change_since``), so a second
+  drop after a rollout that was itself detected on the node stays its own incident; and the late row's group (as
+  the nested links formed it) has no explanation of its own (``explained_apart``): no row of a metric no rollout
+  moves (``hardware_evidence``: a thermal throttle, HBM decay, faults), so a hardware incident days after a rollout
+  on its node stays its own, and no row that came with a configuration change of its own (a power cap on its job
+  peers that day).
+* **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
+  of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
+  links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
+  as the incident. They are one incident with both sides as children (its root by grouping.py's rule: the
+  broadest entity, goodput first).
+* **A fleet change and the incident that shares its cause** (``shared_cause``). A fleet row joins the group among
+  those near it in time with the largest effect (grouping.py); a group with a row that came with the same rollout
+  as the fleet row (the same component, from, to and first day: ``rollout_events``; the rollout that changed more
+  nodes first) and has its factor is preferred over a larger effect without one: the
+  fleet's torch-upgrade improvement of `incidents` seed 3 (10-24) went to h100-n04's improvement of 10-25, a
+  job-peer knock-on, and was a false alarm next to the upgrade's own group. A group every row of which is a
+  known knock-on (`expected_because`) claims a fleet row only when no other group does: a knock-on moves a node
+  because of its peers, not the fleet.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+
+from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
+
+GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS (not imported: grouping imports this module)
+LATE_DAYS = 7  # a rollout's step is seen late at most this many days after the rollout
+
+
+def rollout_nodes(row: dict, node: str | None) -> set[str]:
+    """The nodes on which the row's own configuration change (``grouping.own_cause``) happened, as the row lists
+    them: the nodes of its cause candidates of a ``SOFTWARE_DIMENSIONS`` dimension, and its own node (node or GPU
+    grain) when the row came with a change. Empty: the row lists none (a cluster row without candidates)."""
+    try:
+        candidates = (
+            json.loads(row.get("cause_candidates") or "[]") if isinstance(row.get("cause_candidates"), str) else []
+        )
+    except ValueError:
+        candidates = []
+    nodes = {
+        str(name)
+        for candidate in candidates
+        if isinstance(candidate, dict) and candidate.get("dimension") in SOFTWARE_DIMENSIONS
+        for name in candidate.get("nodes") or []
+    }
+    return nodes | ({node} if node is not None else set())
+
+
+def rollout_day(row: dict, link_day: date) -> date:
+    """The day the row's own rollout began: the earliest first day of its ``rollout_events``, else its split day
+    (``link_day``). A row whose metric moves days after the rollout (an HBM probe that came with a driver) splits
+    later than the rollout it came with."""
+    days = sorted(event[3] for event in rollout_events(row) if event[3] and event[3] != "None")
+    return date.fromisoformat(days[0]) if days else link_day
+
+
+def late_rollout_step(late: dict, rollout: dict) -> str | None:
+    """The reason ``late`` is ``rollout``'s step seen late (module docstring), or None. Both rows prepared by
+    grouping.py; the caller checks ``first_change_since`` as well."""
+    node = late["_node"]
+    if node is None or late["_own_cause"] is not None or rollout["_own_cause"] is None:
+        return None
+    if late["change_kind"] != rollout["change_kind"]:
+        return None
+    if late["_factor"] is not None and rollout["_factor"] is not None and late["_factor"] != rollout["_factor"]:
+        return None
+    if node not in rollout["_rollout_nodes"] or str(rollout.get("metric")) in HARDWARE_METRICS:
+        return None
+    day = rollout["_rollout_day"]
+    gap = (late["_link_day"] - day).days
+    in_window = late["_before_start"] is None or day >= late["_before_start"]
+    if not (GROUP_WINDOW_DAYS < gap <= LATE_DAYS and in_window):
+        return None
+    return (
+        f"{node}'s {rollout['_own_cause']} on {day} lies in this change's before window, {gap} days "
+        f"before its split, with no change of {late['metric']} on {node} in between: the rollout's step, seen late"
+    )
+
+
+def first_change_since(late: dict, rollout: dict, rows: list[dict]) -> bool:
+    """No other row of the late row's grain, entity and metric split between ``GROUP_WINDOW_DAYS`` before the
+    rollout and the late row's split: the late row is the first change of that metric there since the rollout."""
+    lo = rollout["_rollout_day"] - timedelta(days=GROUP_WINDOW_DAYS)
+    return not any(
+        other is not late
+        and (other["grain"], other["entity_id"], other["metric"]) == (late["grain"], late["entity_id"], late["metric"])
+        and lo <= other["_link_day"] < late["_link_day"]
+        for other in rows
+    )
+
+
+def rollout_sizes(row: dict) -> dict[tuple[str, str, str, str], int]:
+    """The configuration changes a row came with (``coinciding_changes``), each as (component, from, to, the day of
+    its first node's change), with the number of nodes it changed: one rollout is one event; the same versions rolled
+    out on another cluster on another day are another (fleet-1k rolls cuda 12.4 -> 12.6 out on h200-east on 10-16 and
+    on a100-west on 10-21)."""
+    changes = row.get("coinciding_changes")
+    try:
+        listed = json.loads(changes) if isinstance(changes, str) and changes else []
+    except ValueError:
+        listed = []
+    sizes = {}
+    for change in listed:
+        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS:
+            event = (
+                str(change["component"]),
+                str(change.get("from")),
+                str(change.get("to")),
+                str(change.get("first_at"))[:10],
+            )
+            sizes[event] = int(change.get("nodes") or 0)
+    return sizes
+
+
+def rollout_events(row: dict) -> set[tuple[str, str, str, str]]:
+    """The rollouts a row came with (``rollout_sizes`` without the sizes)."""
+    return set(rollout_sizes(row))
+
+
+def shared_cause(fleet_row: dict, rows: list[dict]) -> tuple[int, str] | None:
+    """Why a fleet row belongs with ``rows`` (a group's): one of them came with the same rollout (component, versions
+    and first day: ``rollout_events``) and has the same factor (or one unknown). Returns (the nodes that rollout
+    changed as the fleet row counts them, the reason), or None when no row shares one: a fleet change that coincides
+    with a 40-node rollout and a 24-node one belongs with the larger first (fleet-1k seed 1, 10-13: h100-east's NCCL
+    and image rollout on 40 nodes, a null firmware rollout on 24 nodes of h100-west)."""
+    sizes = rollout_sizes(fleet_row)
+    best = None
+    for other in rows:
+        if (
+            fleet_row["_factor"] is not None
+            and other["_factor"] is not None
+            and fleet_row["_factor"] != other["_factor"]
+        ):
+            continue
+        for event in sorted(set(sizes) & rollout_events(other)):
+            if best is None or sizes[event] > best[0]:
+                component, old, new, day = event
+                best = (
+                    sizes[event],
+                    f"the fleet's change came with {component} {old} -> {new} (from {day}, {sizes[event]} nodes), as "
+                    f"{other['grain']} {other['entity_id']}'s {other['metric']} of {other['_link_day']} in this incident",
+                )
+    return best
+
+
+MIX_BALANCE = 1 / 3  # the smaller side of a mix shift moves at least this share of the larger side's GPUs
+
+
+def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) -> str | None:
+    """The reason two cluster ``allocation`` rows are a mix shift's sending and receiving sides, or None.
+
+    Work that moves from one cluster to another at about constant demand lowers the allocation of one and raises
+    the other's on the same days: opposite directions, splits within ``GROUP_WINDOW_DAYS``, two clusters, and about the
+    same number of GPUs moving (a rollout on a few nodes that coincides does not matter: a rollout does not move
+    allocation; fleet-1k's shift began with a driver rollout on a100-west and a power cap on four h100-west nodes): the allocated GPUs each
+    side gained or lost, (after - before level) x the cluster's GPUs (``gpus_a``, ``gpus_b``, from the inventory;
+    the allocation level is over available capacity, so this is exact when nothing is down and a little low when
+    GPUs are), the smaller at least ``MIX_BALANCE`` of the larger. `incidents` seeds 1 and 3: h100 -11.4 and -13.9
+    GPUs, a100b +12.2 and +11.2 on 10-20/10-21; fleet-1k seed 1: h100-west -76.7, a100-west +40.7 at the shift's
+    start (a100-west was 82 % allocated already: it took what it had room for), -41.4 and +86.2 at its end on 10-26.
+    Unknown GPU counts or levels: no join (unknown is not a balance)."""
+    if a["grain"] != "cluster" or b["grain"] != "cluster" or a["entity_id"] == b["entity_id"]:
+        return None
+    if a["metric"] != "allocation" or b["metric"] != "allocation" or a["change_kind"] == b["change_kind"]:
+        return None
+    if abs((a["_link_day"] - b["_link_day"]).days) > GROUP_WINDOW_DAYS or not gpus_a or not gpus_b:
+        return None
+    moved = []
+    for row, gpus in ((a, gpus_a), (b, gpus_b)):
+        before, after = row.get("before_level"), row.get("after_level")
+        if before is None or after is None or before != before or after != after:
+            return None
+        moved.append((after - before) * gpus)
+    small, large = sorted(abs(value) for value in moved)
+    if large <= 0 or small < MIX_BALANCE * large:
+        return None
+    sides = sorted(zip(moved, (a, b)), key=lambda item: item[0])
+    (lost, sender), (gained, receiver) = sides
+    return (
+        f"work moved from {sender['entity_id']} to {receiver['entity_id']}: {sender['entity_id']} allocated "
+        f"{-lost:.1f} fewer GPUs on average from {sender['_link_day']}, {receiver['entity_id']} {gained:.1f} more "
+        f"from {receiver['_link_day']} (a mix shift's sending and receiving sides)"
+    )
+
+
+HARDWARE_METRICS = ("thermal_ok", "probe_hbm_bw_ratio", "xid_node_faults", "xid_count")
+
+
+def explained_apart(rows: list[dict]) -> str | None:
+    """Why the late row's group (as the nested links formed it) is an incident with an explanation of its own, or
+    None: hardware evidence (``hardware_evidence``), or a row that came with a configuration change of its own
+    (fleet-1k seed 2: h100-west-n13's power draw fell on 10-22 with its job peers n05-n08, whose power limit was cut
+    that day; n13's image rollout of 10-18 lies in its before window, but the power cap explains it)."""
+    if hardware_evidence(rows):
+        return "hardware evidence"
+    caused = sorted({row["_own_cause"] for row in rows if row["_own_cause"] is not None})
+    return f"its own configuration change ({caused[0]})" if caused else None
+
+
+def hardware_evidence(rows: list[dict]) -> bool:
+    """A regression or improvement of a metric that a configuration rollout does not move among ``rows``: a thermal
+    throttle (``thermal_ok``), HBM bandwidth (``probe_hbm_bw_ratio``), faults (``xid_*``). A late change with such
+    evidence is a hardware incident of its own, not a rollout's step seen late (fleet-1k seed 1: a100-west-n05's
+    thermal throttle of 10-26, five days after the node's driver rollout, came with its GPU's ``thermal_ok``)."""
+    return any(str(row.get("metric")) in HARDWARE_METRICS for row in rows)
+
+
+def all_expected(rows: list[dict]) -> bool:
+    """Every row a known knock-on (`expected_because`)."""
+    return all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in rows)
