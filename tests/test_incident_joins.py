@@ -280,3 +280,19 @@ def test_a_mix_shifts_pair_of_clusters_is_assessed_with_the_marts_split_when_its
     # one side only (no pair, no fleet row): not assessed, as before
     one = evaluate(pair.iloc[:2], [shift], TOPOLOGY, mix_rate=mart(21, -0.0251, 0.0015))
     assert one["mix_attribution"]["items"][0]["reason"] == "no fleet-grain change in the group"
+
+
+def test_two_nodes_own_hardware_changes_are_not_joined_by_shared_jobs():
+    """fleet-1k seed 1: h200-east-n20's thermal throttle (SM clock, thermal state) and h200-east-n10's HBM decay
+    (its HBM probe) split the same day on two nodes that shared jobs; only a metric the job's pace moves (program
+    goodput, power) links job peers, so the two nodes' own measurements are two incidents."""
+    n10, n20 = json.dumps(["h100-n2"]), json.dumps(["h100-n1"])
+    thermal = row("h100-n2", grain="node", metric="thermal_ok", day=18, effect=-0.22, job_peer_nodes=n20)
+    clock = row("h100-n2", grain="node", metric="clock_ratio", day=18, effect=-0.04, job_peer_nodes=n20)
+    hbm = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=18, effect=-0.07, job_peer_nodes=n10)
+    groups = group_regressions(frame(thermal, clock, hbm), TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1] and groups[2] != groups[0]
+    # the peer's pace (its program goodput waits for the throttled node) still joins the throttle
+    pace = row("h100-n1", grain="node", metric="program_goodput", day=18, effect=-0.05, job_peer_nodes=n10)
+    groups = group_regressions(frame(thermal, clock, pace), TOPOLOGY)["group_id"]
+    assert groups.nunique() == 1

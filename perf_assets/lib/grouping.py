@@ -60,6 +60,7 @@ from perf_assets.lib.incident_joins import (
     all_expected,
     explained_apart,
     first_change_since,
+    job_peer_link,
     late_rollout_step,
     mix_shift_sides,
     rollout_day,
@@ -240,11 +241,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             return True
         if sibling_rate_conditions(a, b):
             return True
-        return (
-            a["_node"] is not None
-            and b["_node"] is not None
-            and (b["_node"] in a["_job_peers"] or a["_node"] in b["_job_peers"])
-        )
+        return job_peer_link(a, b)
 
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):

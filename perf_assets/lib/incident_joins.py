@@ -230,6 +230,25 @@ def hardware_evidence(rows: list[dict]) -> bool:
     return any(str(row.get("metric")) in HARDWARE_METRICS for row in rows)
 
 
+OWN_MEASUREMENTS = HARDWARE_METRICS + ("clock_ratio", "probe_gemm_ratio", "down_share")
+
+
+def job_peer_link(a: dict, b: dict) -> bool:
+    """Job co-membership joins two node (or GPU) rows only when one of them is of a metric the job's pace moves.
+
+    A synchronous job runs at its slowest node's pace, so a node's change shows on its job peers' goodput, program
+    goodput and power draw (their GPUs wait): that is the knock-on the link is for. What a node measures of its own
+    hardware (``OWN_MEASUREMENTS``: thermal state, SM clock, the GEMM and HBM probes, faults, down time) its peers'
+    jobs do not move, so two such rows on two nodes are two nodes' own changes, not one job's: fleet-1k seed 1,
+    h200-east-n20's thermal throttle (its GPUs' ``thermal_ok``, SM clock and GEMM probe fell on 10-19) and
+    h200-east-n10's HBM decay (its HBM probe, split 10-19) shared jobs and were one group, which matched neither."""
+    if a["_node"] is None or b["_node"] is None or a["_node"] == b["_node"]:
+        return False
+    if b["_node"] not in a["_job_peers"] and a["_node"] not in b["_job_peers"]:
+        return False
+    return str(a.get("metric")) not in OWN_MEASUREMENTS or str(b.get("metric")) not in OWN_MEASUREMENTS
+
+
 def all_expected(rows: list[dict]) -> bool:
     """Every row a known knock-on (`expected_because`)."""
     return all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in rows)
