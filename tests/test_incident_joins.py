@@ -296,3 +296,27 @@ def test_two_nodes_own_hardware_changes_are_not_joined_by_shared_jobs():
     pace = row("h100-n1", grain="node", metric="program_goodput", day=18, effect=-0.05, job_peer_nodes=n10)
     groups = group_regressions(frame(thermal, clock, pace), TOPOLOGY)["group_id"]
     assert groups.nunique() == 1
+
+
+def test_job_peers_changes_days_apart_are_not_one_jobs_pace():
+    """A chain of job peers each within the ± 2 day window walked from one incident to the next (fleet-1k seed 2:
+    the NCCL subset of 10-09 and the image stall of 10-18 on h100-west were one group of 81 rows); a peer's
+    knock-on splits on the node's day, or the next."""
+    first = row("h100-n1", grain="node", metric="program_goodput", day=10, job_peer_nodes=json.dumps(["h100-n2"]))
+    for gap, together in ((0, True), (1, True), (2, False)):
+        peer = row("h100-n2", grain="node", metric="program_goodput", day=10 + gap, job_peer_nodes=json.dumps([]))
+        assert (group_regressions(frame(first, peer), TOPOLOGY)["group_id"].nunique() == 1) is together
+
+
+def test_a_change_of_a_node_the_rollout_did_not_touch_is_not_absorbed_by_the_rolled_out_cluster():
+    """fleet-1k seed 2: h200-east's driver rollout of 10-16 on n01..n16 (the cluster row lists them) took the
+    program goodput fall of n17..n20 of 10-18 through the cluster's containment, and with it n20's thermal throttle.
+    A node the rollout changed, a change the same day, or a cluster row without a rollout still contain it."""
+    rollout = upgrade(day=22)[0] | {"change_kind": "regression", "relative_effect": -0.09}
+    other = row("h100-n4", grain="node", metric="program_goodput", day=24, effect=-0.12)
+    assert group_regressions(frame(rollout, other), TOPOLOGY)["group_id"].nunique() == 2
+    changed = row("h100-n2", grain="node", metric="program_goodput", day=24, effect=-0.12)
+    same_day = row("h100-n4", grain="node", metric="program_goodput", day=22, effect=-0.12)
+    plain = row("h100", metric="program_goodput", day=22, effect=-0.09)
+    for pair in ((rollout, changed), (rollout, same_day), (plain, other)):
+        assert group_regressions(frame(*pair), TOPOLOGY)["group_id"].nunique() == 1

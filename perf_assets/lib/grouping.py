@@ -63,6 +63,7 @@ from perf_assets.lib.incident_joins import (
     job_peer_link,
     late_rollout_step,
     mix_shift_sides,
+    outside_rollout,
     rollout_day,
     rollout_nodes,
     shared_cause,
@@ -237,8 +238,10 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
             return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
-        if topology.contains(sa, sb) or topology.contains(sb, sa):
-            return True
+        if topology.contains(sa, sb):
+            return not outside_rollout(a, b)
+        if topology.contains(sb, sa):
+            return not outside_rollout(b, a)
         if sibling_rate_conditions(a, b):
             return True
         return job_peer_link(a, b)
