@@ -320,3 +320,16 @@ def test_a_change_of_a_node_the_rollout_did_not_touch_is_not_absorbed_by_the_rol
     plain = row("h100", metric="program_goodput", day=22, effect=-0.09)
     for pair in ((rollout, changed), (rollout, same_day), (plain, other)):
         assert group_regressions(frame(*pair), TOPOLOGY)["group_id"].nunique() == 1
+
+
+def test_a_ramp_seen_as_two_successive_pieces_is_one_incident():
+    """fleet-1k seed 1: h100-west-n03's HBM probe fell from 10-05 (split 10-10) and again from 10-11 (split 10-13)."""
+    onset = START + timedelta(days=4)
+    first = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=4, split_date=onset + timedelta(days=5))
+    later = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=10, split_date=onset + timedelta(days=8))
+    assert group_regressions(frame(first, later), TOPOLOGY)["group_id"].nunique() == 1
+    # a later step (no onset before its split) or a ramp starting days after the first split: separate changes
+    step = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=12)
+    apart = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=13, split_date=onset + timedelta(days=12))
+    for other in (step, apart):
+        assert group_regressions(frame(first, other), TOPOLOGY)["group_id"].nunique() == 2

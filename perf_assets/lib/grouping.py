@@ -64,6 +64,7 @@ from perf_assets.lib.incident_joins import (
     late_rollout_step,
     mix_shift_sides,
     outside_rollout,
+    ramp_continued,
     rollout_day,
     rollout_nodes,
     shared_cause,
@@ -249,7 +250,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
-            if linked_in_time(a, b) and nested(a, b):
+            if (linked_in_time(a, b) and nested(a, b)) or ramp_continued(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     joined: dict[int, str] = {}  # position -> why a join rule of incident_joins.py put the row in its group
     rollouts = [row for row in local if row["_rollout_nodes"]]

@@ -269,6 +269,25 @@ def outside_rollout(broad: dict, narrow: dict) -> bool:
     return node is not None and node not in broad["_rollout_nodes"] and narrow["_link_day"] != broad["_link_day"]
 
 
+def ramp_continued(a: dict, b: dict) -> bool:
+    """Two ramps (a row whose fitted onset, ``as_day``, lies before its split, ``_link_day``) of one entity and metric,
+    the same direction, the later's onset within ``GROUP_WINDOW_DAYS`` of the earlier's split: one decay the scan saw
+    as successive pieces. fleet-1k seed 1: h100-west-n03's HBM probe fell from 10-05 (split 10-10) and again from
+    10-11 (split 10-13); the second piece was a false alarm of its own (or, before the job-peer day rule, part of the
+    NCCL subset's group)."""
+    if (a["grain"], a["entity_id"], a["metric"], a["change_kind"]) != (
+        b["grain"],
+        b["entity_id"],
+        b["metric"],
+        b["change_kind"],
+    ):
+        return False
+    if a["as_day"] == a["_link_day"] or b["as_day"] == b["_link_day"]:
+        return False
+    first, later = sorted((a, b), key=lambda row: row["_link_day"])
+    return 0 <= (later["as_day"] - first["_link_day"]).days <= GROUP_WINDOW_DAYS
+
+
 def all_expected(rows: list[dict]) -> bool:
     """Every row a known knock-on (`expected_because`)."""
     return all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in rows)
