@@ -27,6 +27,13 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   changes its job peers the same way on the same days; without this link they were separate groups, i.e.
   false alarms next to the incident.
 
+Three rules keep these links from chaining separate incidents into one (incident_joins.py): job co-membership links
+two rows only when one of them is of a metric the job's pace moves (not two nodes' own hardware measurements: thermal
+state, SM clock, probes, faults) and their splits are at most a day apart (``job_peer_link``); a cluster or rack row
+that came with a rollout does not contain a node row of a node it did not change, without a change of its own, split
+on another day (``outside_rollout``); and two ramps of one entity and metric, the later's onset within 2 days of the
+earlier's split, are one decay (``ramp_continued``).
+
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
