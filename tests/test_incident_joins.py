@@ -280,3 +280,56 @@ def test_a_mix_shifts_pair_of_clusters_is_assessed_with_the_marts_split_when_its
     # one side only (no pair, no fleet row): not assessed, as before
     one = evaluate(pair.iloc[:2], [shift], TOPOLOGY, mix_rate=mart(21, -0.0251, 0.0015))
     assert one["mix_attribution"]["items"][0]["reason"] == "no fleet-grain change in the group"
+
+
+def test_two_nodes_own_hardware_changes_are_not_joined_by_shared_jobs():
+    """fleet-1k seed 1: h200-east-n20's thermal throttle (SM clock, thermal state) and h200-east-n10's HBM decay
+    (its HBM probe) split the same day on two nodes that shared jobs; only a metric the job's pace moves (program
+    goodput, power) links job peers, so the two nodes' own measurements are two incidents."""
+    n10, n20 = json.dumps(["h100-n2"]), json.dumps(["h100-n1"])
+    thermal = row("h100-n2", grain="node", metric="thermal_ok", day=18, effect=-0.22, job_peer_nodes=n20)
+    clock = row("h100-n2", grain="node", metric="clock_ratio", day=18, effect=-0.04, job_peer_nodes=n20)
+    hbm = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=18, effect=-0.07, job_peer_nodes=n10)
+    groups = group_regressions(frame(thermal, clock, hbm), TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1] and groups[2] != groups[0]
+    # the peer's pace (its program goodput waits for the throttled node) still joins the throttle
+    pace = row("h100-n1", grain="node", metric="program_goodput", day=18, effect=-0.05, job_peer_nodes=n10)
+    groups = group_regressions(frame(thermal, clock, pace), TOPOLOGY)["group_id"]
+    assert groups.nunique() == 1
+
+
+def test_job_peers_changes_days_apart_are_not_one_jobs_pace():
+    """A chain of job peers each within the ± 2 day window walked from one incident to the next (fleet-1k seed 2:
+    the NCCL subset of 10-09 and the image stall of 10-18 on h100-west were one group of 81 rows); a peer's
+    knock-on splits on the node's day, or the next."""
+    first = row("h100-n1", grain="node", metric="program_goodput", day=10, job_peer_nodes=json.dumps(["h100-n2"]))
+    for gap, together in ((0, True), (1, True), (2, False)):
+        peer = row("h100-n2", grain="node", metric="program_goodput", day=10 + gap, job_peer_nodes=json.dumps([]))
+        assert (group_regressions(frame(first, peer), TOPOLOGY)["group_id"].nunique() == 1) is together
+
+
+def test_a_change_of_a_node_the_rollout_did_not_touch_is_not_absorbed_by_the_rolled_out_cluster():
+    """fleet-1k seed 2: h200-east's driver rollout of 10-16 on n01..n16 (the cluster row lists them) took the
+    program goodput fall of n17..n20 of 10-18 through the cluster's containment, and with it n20's thermal throttle.
+    A node the rollout changed, a change the same day, or a cluster row without a rollout still contain it."""
+    rollout = upgrade(day=22)[0] | {"change_kind": "regression", "relative_effect": -0.09}
+    other = row("h100-n4", grain="node", metric="program_goodput", day=24, effect=-0.12)
+    assert group_regressions(frame(rollout, other), TOPOLOGY)["group_id"].nunique() == 2
+    changed = row("h100-n2", grain="node", metric="program_goodput", day=24, effect=-0.12)
+    same_day = row("h100-n4", grain="node", metric="program_goodput", day=22, effect=-0.12)
+    plain = row("h100", metric="program_goodput", day=22, effect=-0.09)
+    for pair in ((rollout, changed), (rollout, same_day), (plain, other)):
+        assert group_regressions(frame(*pair), TOPOLOGY)["group_id"].nunique() == 1
+
+
+def test_a_ramp_seen_as_two_successive_pieces_is_one_incident():
+    """fleet-1k seed 1: h100-west-n03's HBM probe fell from 10-05 (split 10-10) and again from 10-11 (split 10-13)."""
+    onset = START + timedelta(days=4)
+    first = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=4, split_date=onset + timedelta(days=5))
+    later = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=10, split_date=onset + timedelta(days=8))
+    assert group_regressions(frame(first, later), TOPOLOGY)["group_id"].nunique() == 1
+    # a later step (no onset before its split) or a ramp starting days after the first split: separate changes
+    step = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=12)
+    apart = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=13, split_date=onset + timedelta(days=12))
+    for other in (step, apart):
+        assert group_regressions(frame(first, other), TOPOLOGY)["group_id"].nunique() == 2

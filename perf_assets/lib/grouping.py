@@ -27,6 +27,13 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   changes its job peers the same way on the same days; without this link they were separate groups, i.e.
   false alarms next to the incident.
 
+Three rules keep these links from chaining separate incidents into one (incident_joins.py): job co-membership links
+two rows only when one of them is of a metric the job's pace moves (not two nodes' own hardware measurements: thermal
+state, SM clock, probes, faults) and their splits are at most a day apart (``job_peer_link``); a cluster or rack row
+that came with a rollout does not contain a node row of a node it did not change, without a change of its own, split
+on another day (``outside_rollout``); and two ramps of one entity and metric, the later's onset within 2 days of the
+earlier's split, are one decay (``ramp_continued``).
+
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
@@ -60,8 +67,11 @@ from perf_assets.lib.incident_joins import (
     all_expected,
     explained_apart,
     first_change_since,
+    job_peer_link,
     late_rollout_step,
     mix_shift_sides,
+    outside_rollout,
+    ramp_continued,
     rollout_day,
     rollout_nodes,
     shared_cause,
@@ -236,20 +246,18 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
             return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
-        if topology.contains(sa, sb) or topology.contains(sb, sa):
-            return True
+        if topology.contains(sa, sb):
+            return not outside_rollout(a, b)
+        if topology.contains(sb, sa):
+            return not outside_rollout(b, a)
         if sibling_rate_conditions(a, b):
             return True
-        return (
-            a["_node"] is not None
-            and b["_node"] is not None
-            and (b["_node"] in a["_job_peers"] or a["_node"] in b["_job_peers"])
-        )
+        return job_peer_link(a, b)
 
     local = [row for row in rows if row["grain"] != "fleet"]
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
-            if linked_in_time(a, b) and nested(a, b):
+            if (linked_in_time(a, b) and nested(a, b)) or ramp_continued(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     joined: dict[int, str] = {}  # position -> why a join rule of incident_joins.py put the row in its group
     rollouts = [row for row in local if row["_rollout_nodes"]]

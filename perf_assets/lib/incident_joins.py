@@ -230,6 +230,64 @@ def hardware_evidence(rows: list[dict]) -> bool:
     return any(str(row.get("metric")) in HARDWARE_METRICS for row in rows)
 
 
+JOB_PEER_DAYS = 1  # a job's peers slow with the node on the same days: splits at most this far apart
+OWN_MEASUREMENTS = HARDWARE_METRICS + ("clock_ratio", "probe_gemm_ratio", "down_share")
+
+
+def job_peer_link(a: dict, b: dict) -> bool:
+    """Job co-membership joins two node (or GPU) rows only when one of them is of a metric the job's pace moves.
+
+    A synchronous job runs at its slowest node's pace, so a node's change shows on its job peers' goodput, program
+    goodput and power draw (their GPUs wait): that is the knock-on the link is for. What a node measures of its own
+    hardware (``OWN_MEASUREMENTS``: thermal state, SM clock, the GEMM and HBM probes, faults, down time) its peers'
+    jobs do not move, so two such rows on two nodes are two nodes' own changes, not one job's: fleet-1k seed 1,
+    h200-east-n20's thermal throttle (its GPUs' ``thermal_ok``, SM clock and GEMM probe fell on 10-19) and
+    h200-east-n10's HBM decay (its HBM probe, split 10-19) shared jobs and were one group, which matched neither.
+
+    The peers' change comes on the same days as the node's: splits more than ``JOB_PEER_DAYS`` apart are not one
+    job's pace (the ± 2 days of ``GROUP_WINDOW_DAYS`` let a chain of job peers walk from one incident to the next)."""
+    if a["_node"] is None or b["_node"] is None or a["_node"] == b["_node"]:
+        return False
+    if b["_node"] not in a["_job_peers"] and a["_node"] not in b["_job_peers"]:
+        return False
+    if abs((a["_link_day"] - b["_link_day"]).days) > JOB_PEER_DAYS:
+        return False
+    return str(a.get("metric")) not in OWN_MEASUREMENTS or str(b.get("metric")) not in OWN_MEASUREMENTS
+
+
+def outside_rollout(broad: dict, narrow: dict) -> bool:
+    """True when ``narrow`` (a node or GPU row inside ``broad``'s cluster or rack) is no part of ``broad``'s rollout:
+    ``broad`` came with a configuration change (``_own_cause``) whose changed nodes it lists (``_rollout_nodes``),
+    ``narrow``'s node is not among them, ``narrow`` came with no change of its own, and it split on another day.
+    Such a row is a change of its own node that only happens to lie inside the rolled-out cluster within
+    ``GROUP_WINDOW_DAYS``, and the containment link would make the cluster row a hub that absorbs every such change:
+    fleet-1k seed 2, h200-east's driver rollout of 10-16 (h200-east-n01..n16) took h200-east-n17..n20's and
+    n25..n28's program goodput fall of 10-18, and with it h200-east-n20's thermal throttle of 10-19."""
+    if broad["_own_cause"] is None or not broad["_rollout_nodes"] or narrow["_own_cause"] is not None:
+        return False
+    node = narrow["_node"]
+    return node is not None and node not in broad["_rollout_nodes"] and narrow["_link_day"] != broad["_link_day"]
+
+
+def ramp_continued(a: dict, b: dict) -> bool:
+    """Two ramps (a row whose fitted onset, ``as_day``, lies before its split, ``_link_day``) of one entity and metric,
+    the same direction, the later's onset within ``GROUP_WINDOW_DAYS`` of the earlier's split: one decay the scan saw
+    as successive pieces. fleet-1k seed 1: h100-west-n03's HBM probe fell from 10-05 (split 10-10) and again from
+    10-11 (split 10-13); the second piece was a false alarm of its own (or, before the job-peer day rule, part of the
+    NCCL subset's group)."""
+    if (a["grain"], a["entity_id"], a["metric"], a["change_kind"]) != (
+        b["grain"],
+        b["entity_id"],
+        b["metric"],
+        b["change_kind"],
+    ):
+        return False
+    if a["as_day"] == a["_link_day"] or b["as_day"] == b["_link_day"]:
+        return False
+    first, later = sorted((a, b), key=lambda row: row["_link_day"])
+    return 0 <= (later["as_day"] - first["_link_day"]).days <= GROUP_WINDOW_DAYS
+
+
 def all_expected(rows: list[dict]) -> bool:
     """Every row a known knock-on (`expected_because`)."""
     return all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in rows)
