@@ -18,6 +18,7 @@ from perf_assets.lib.knock_on import (
     down_time_knock_ons,
     job_peer_knock_ons,
     maintenance_knock_ons,
+    no_demand_knock_ons,
     own_cause,
     pace_companions,
 )
@@ -334,3 +335,55 @@ def test_an_allocation_change_beside_a_planned_maintenance_is_the_drain():
     assert expected[0].startswith("planned maintenance: node h200-n01 was down for maintenance on 2026-10-04")
     # no planned maintenance (a fault's down time is not in down_maintenance_share): nothing is expected
     assert maintenance_knock_ons(found, maintenance_tree("h200-n01", {4: 0.0})) == {}
+
+
+def share_tree(node: str, shares: dict[str, list[float]]) -> pd.DataFrame:
+    """Node rows of ``node_id -> [share on 10-01, 10-02, ...]`` over a constant 8e20 FLOP-seconds a day."""
+    return pd.DataFrame(
+        [
+            {
+                "grain": "node",
+                "entity_id": node,
+                "node_id": node_id,
+                "metric_date": date(2026, 10, day),
+                "numerator": share * 8.0e20,
+                "denominator": 8.0e20,
+            }
+            for node_id, values in shares.items()
+            for day, share in enumerate(values, start=1)
+        ]
+    )
+
+
+def test_an_idle_node_with_no_demand_is_not_an_incident_but_stranded_capacity_is():
+    # fleet-1k seed 2, a100-west-n30: allocation 0.8-0.9 until 10-15, then 0.30-0.49 for five days, idle with no
+    # eligible work pending (idle_no_demand_share 0.40-0.72); a100-west-n23 (seed 1): its dip is requeue gaps and
+    # fragmentation, work waiting that did not run there, which stays an incident
+    quiet = {"allocation": [0.85] * 15 + [0.35] * 5, "idle_no_demand_share": [0.15] * 15 + [0.62] * 5}
+    stranded = {"allocation": [0.85] * 15 + [0.35] * 5, "idle_no_demand_share": [0.15] * 15 + [0.1] * 5}
+    tree = pd.concat([share_tree("a100-west-n30", quiet), share_tree("a100-west-n23", stranded)])
+    window = {"before_start_date": date(2026, 10, 1), "after_end_date": date(2026, 10, 20)}
+    found = pd.DataFrame(
+        [
+            row("a100-west-n30", "allocation", 16, -0.59, top_factor="allocation", **window),
+            row("a100-west-n30", "goodput", 16, -0.57, top_factor="allocation", **window),
+            row("a100-west-n30", "goodput", 16, -0.2, top_factor="program_goodput", **window),  # not allocation's
+            row("a100-west-n23", "allocation", 16, -0.59, top_factor="allocation", **window),  # stranded, not quiet
+            row("a100-west", "allocation", 16, -0.1, grain="cluster", top_factor="allocation", **window),
+            row(  # a configuration change of its own on the node: never set aside
+                "a100-west-n30",
+                "allocation",
+                16,
+                -0.59,
+                top_factor="allocation",
+                coinciding_changes='[{"component": "image", "from": "a", "to": "b"}]',
+                **window,
+            ),
+        ]
+    )
+    expected = no_demand_knock_ons(found, tree)
+    assert set(expected) == {0, 1}
+    assert expected[0].startswith("no demand: node a100-west-n30's allocation 0.85 -> 0.35 (split 2026-10-16)")
+    assert "0.15 -> 0.62" in expected[0]
+    # unknown idle time (no idle_no_demand_share rows) is not evidence
+    assert no_demand_knock_ons(found, tree[tree["node_id"] == "allocation"]) == {}

@@ -28,6 +28,7 @@ from perf_assets.lib.knock_on import (
     down_time_knock_ons,
     job_peer_knock_ons,
     maintenance_knock_ons,
+    no_demand_knock_ons,
     pace_companions,
 )
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
@@ -830,6 +831,7 @@ def detect_regressions(
     expected |= pace_companions(found, expected, gpu_nodes)
     expected |= down_time_knock_ons(found, metric_tree)
     expected |= maintenance_knock_ons(found, metric_tree)
+    expected |= {i: r for i, r in no_demand_knock_ons(found, metric_tree).items() if i not in expected}
     found["expected_because"] = pd.Series(
         [expected.get(index) for index in found.index], index=found.index, dtype=object
     )

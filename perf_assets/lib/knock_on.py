@@ -29,6 +29,15 @@ Two kinds, each a plain function over the rows of `regressions` (detection.py wr
   to the day after its last) is expected (``maintenance_knock_ons``; incidents seeds 1-3: h200-n01's maintenance of
   10-04 with its allocation 0.05-0.70 on 10-03 and 0.41-0.50 on 10-04, 0.72-0.87 on 10-05). Unplanned down time
   (faults, repair, drain for another reason) does not count: it is what incidents cause.
+* **No demand.** A node's allocation also moves when the cluster simply has no eligible work waiting for it: the
+  ledger books that idle time as ``idle_no_demand`` (nothing pending that fits), apart from ``idle_fragmented``
+  (work pending, capacity stranded) and down time. A node-grain ``allocation`` change, or a node ``goodput`` change
+  whose top factor is allocation, is expected when the node's ``idle_no_demand_share`` moved the other way by at
+  least ``MIN_EXPLAINED_SHARE`` of the allocation's change over the change's own before and after windows (Σ/Σ), and
+  the row has no configuration change of its own (``no_demand_knock_ons``). Demand that leaves a whole cluster is
+  seen at the cluster's grain, where it is not set aside (a mix shift, a fragmentation). fleet-1k seeds 1-2: five
+  node groups of 3-5 idle days (allocation 0.27-0.50 against 0.8-1.0, idle with no demand 0.40-0.72), four of them
+  inside decoy windows.
 * **Down time.** When a node goes down (a fault, a maintenance), the jobs on it are requeued and a job waiting
   for its node count keeps other nodes idle while eligible work pends: the scheduler's idle-fragmented share
   rises for a day or two. A cluster ``idle_fragmented_share`` burst is expected when the cluster lost capacity
@@ -57,6 +66,7 @@ PACE_COMPANIONS = ("power_ratio",)  # follow the pace of the job: a GPU waiting 
 BURST_METRICS = ("idle_fragmented_share",)
 DOWN_TIME_FACTOR = 2.0
 DRAIN_METRICS = ("allocation",)  # what the scheduler's drain before a planned maintenance and the refill after move
+NO_DEMAND_METRICS = ("allocation", "goodput")  # a node's allocation, and its goodput when allocation moved it
 DRAIN_DAYS = 1  # a node's allocation change this many days before its maintenance to as many after it is its drain
 
 
@@ -280,4 +290,59 @@ def maintenance_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) 
                 f"{', '.join(str(d) for d in near)}; its allocation moves with the drain before it and the refill "
                 f"after (split {split}, within {DRAIN_DAYS} day)"
             )
+    return out
+
+
+def _window_share(tree: pd.DataFrame, lo: date, hi: date) -> float | None:
+    """Σ numerator / Σ denominator of ``tree``'s rows with ``lo <= metric_date <= hi``; None without a denominator."""
+    rows = tree[(tree["_day"] >= lo) & (tree["_day"] <= hi)]
+    denominator = float(rows["denominator"].sum())
+    return float(rows["numerator"].sum()) / denominator if denominator > 0 else None
+
+
+def no_demand_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) -> dict:
+    """``{index: reason}`` for the node ``NO_DEMAND_METRICS`` rows (goodput only when its top factor is allocation)
+    whose allocation change is mostly idle time with no demand: over the row's before window
+    (``before_start_date`` to the day before its split) and after window (the split to ``after_end_date``), the node's
+    ``idle_no_demand_share`` moved against its ``allocation`` by at least ``MIN_EXPLAINED_SHARE`` of it. A row with
+    a configuration change of its own (``grouping.own_cause``) is never set aside."""
+    rows = regressions[
+        (regressions["grain"] == "node")
+        & regressions["metric"].isin(NO_DEMAND_METRICS)
+        & ((regressions["metric"] == "allocation") | (regressions["top_factor"] == "allocation"))
+    ]
+    if rows.empty or metric_tree.empty:
+        return {}
+    tree = metric_tree[
+        (metric_tree["grain"] == "node")
+        & metric_tree["node_id"].isin(["allocation", "idle_no_demand_share"])
+        & metric_tree["entity_id"].isin(set(rows["entity_id"]))
+    ].copy()
+    if tree.empty:
+        return {}
+    tree["_day"] = [as_day(d) for d in tree["metric_date"]]
+    by_entity = {key: part for key, part in tree.groupby(["entity_id", "node_id"])}
+    out = {}
+    for index, row in rows.iterrows():
+        if own_cause(row) is not None or pd.isna(row.get("before_start_date")) or pd.isna(row.get("after_end_date")):
+            continue
+        allocation = by_entity.get((row["entity_id"], "allocation"))
+        no_demand = by_entity.get((row["entity_id"], "idle_no_demand_share"))
+        if allocation is None or no_demand is None:
+            continue
+        split = _split_day(row)
+        before = (as_day(row["before_start_date"]), split - timedelta(days=1))
+        after = (split, as_day(row["after_end_date"]))
+        levels = [_window_share(series, *window) for series in (allocation, no_demand) for window in (before, after)]
+        if any(level is None for level in levels):
+            continue  # unknown is not evidence
+        allocation_before, allocation_after, idle_before, idle_after = levels
+        moved = allocation_after - allocation_before
+        if moved == 0 or -(idle_after - idle_before) / moved < MIN_EXPLAINED_SHARE:
+            continue
+        out[index] = (
+            f"no demand: node {row['entity_id']}'s allocation {allocation_before:.2f} -> {allocation_after:.2f} "
+            f"(split {split}) moved with its idle time with no eligible work pending, {idle_before:.2f} -> "
+            f"{idle_after:.2f}: the scheduler had nothing to place there, not a change of the node"
+        )
     return out
