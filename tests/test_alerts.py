@@ -870,3 +870,55 @@ def test_an_incident_rooted_at_a_node_one_day_and_its_cluster_another_is_one_ale
     # without the inventory topology, only the same entity matches (the old rule)
     assert len(upsert(tmp_path / "plain", regression("2026-11-07")).opened) == 1
     assert len(upsert(tmp_path / "plain", regression("2026-11-08", grain="node", entity="alpha-n01")).opened) == 1
+
+
+# --------------------------------------------------------------------------- dedup across daily runs (bench/soak.py)
+
+
+def test_a_change_point_that_walks_back_a_day_per_run_keeps_updating_one_alert(tmp_path):
+    """The soak's inc-bad-batch-a100: opened on 6 Oct, then 5, 4, 3 Oct as days arrived: one alert, updated."""
+    (alert,) = upsert(tmp_path, regression("2026-10-06")).opened
+    for day in ("2026-10-05", "2026-10-04", "2026-10-03"):
+        again = upsert(tmp_path, regression(day))
+        assert again.opened == [] and [a["alert_id"] for a in again.updated] == [alert["alert_id"]]
+    (stored,) = read_alerts(tmp_path)
+    assert stored["change_date"] == "2026-10-03" and stored["dedup_change_date"] == "2026-10-06"
+    # the anchors are the opening day (6 Oct) and the current one (3 Oct): 9 Oct is 3 days from the one and 6
+    # from the other, another change point, although the alert once held 5 Oct (a day held on the way is no anchor)
+    assert len(upsert(tmp_path, regression("2026-10-09")).opened) == 1
+    assert upsert(tmp_path, regression("2026-10-08")).opened == []  # within 2 days of both alerts: the nearer updates
+
+
+def test_the_other_direction_or_another_scope_is_a_new_alert_while_the_first_is_open(tmp_path):
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"alpha": ["alpha-n01", "alpha-n02"], "beta": ["beta-n01"]})
+    (first,) = upsert(tmp_path, regression("2026-11-09", grain="node", entity="alpha-n01"), topology=topology).opened
+    sibling = upsert(tmp_path, regression("2026-11-09", grain="node", entity="alpha-n02"), topology=topology)
+    grown = upsert(tmp_path, regression("2026-11-10"), topology=topology)  # its cluster: the group grew upwards
+    improved = upsert(
+        tmp_path,
+        regression("2026-11-09", grain="node", entity="alpha-n01", kind="improvement", effect=0.1, ci=(0.08, 0.12)),
+        topology=topology,
+    )
+    assert len(sibling.opened) == 1  # a node beside it is another scope
+    assert grown.opened == [] and grown.unchanged >= 1  # the cluster contains the open node alert
+    assert improved.opened == []  # build_incidents keeps regressions only: an improvement never opens a page
+    assert [a["status"] for a in read_alerts(tmp_path)] == ["open", "open"] and first["direction"] == "regression"
+
+
+def test_an_improvement_is_stored_as_a_notice_never_sent_and_never_auto_resolved(tmp_path):
+    rows = frame(regression("2026-11-09", kind="improvement", effect=0.1, ci=(0.08, 0.12)))
+    notices = build_incidents(rows, change_kind="improvement")
+    assert build_incidents(rows) == [] and len(notices) == 1 and notices[0]["direction"] == "improvement"
+    result = upsert_incidents(tmp_path, notices, now=NOW)
+    (notice,) = result.expected
+    assert result.opened == [] and notice["expected_by"]["id"] == "improvement"
+    config = AlertConfig()
+    report = deliver(tmp_path, config, now=NOW)
+    assert report.delivered == [] and not (tmp_path / "alerts.jsonl").exists()
+    # the level stays up after the change: "back at the old level" is a regression's recovery, not this
+    assert auto_resolve(tmp_path, tree([0.36] * 8 + [0.40] * 12), config, now=NOW) == []
+    # the same improvement seen by the next run updates nothing new; a regression there is a new page
+    assert upsert_incidents(tmp_path, notices, now=NOW).opened == []
+    assert len(upsert(tmp_path, regression("2026-11-09")).opened) == 1

@@ -47,6 +47,8 @@ ANNOTATIONS_FILE = "annotations.yaml"  # under PERFWH_HOME; PERFWH_ANNOTATIONS o
 STATUSES = ("open", "notified", "acknowledged", "resolved", "expected")
 ACTIVE_STATUSES = ("open", "notified", "acknowledged")
 DEDUP_WINDOW_DAYS = 2
+# What an improvement incident is stored as: `expected` (listed with --all, never sent, never auto-resolved).
+IMPROVEMENT_NOTICE = {"id": "improvement", "note": "an improvement: a notice, never paged", "source": "detection"}
 H100_PEAK_FLOPS = 989.4e12  # dense BF16 peak of an H100-SXM (dbt seed gpu_sku_specs): 1 H100-equivalent GPU
 
 # Which transitions a person (or the delivery) may make; anything else is rejected with a reason.
@@ -247,7 +249,9 @@ def _metric_evidence(row: dict) -> dict:
     }
 
 
-def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None) -> list[dict]:
+def build_incidents(
+    regressions: pd.DataFrame, topology: Topology | None = None, change_kind: str = "regression"
+) -> list[dict]:
     """Regressions grouped into incidents, one per incident group (perf_assets/lib/grouping.py): same
     direction, change days chained ± 2 days, nested scopes across grains and metrics. The group's root
     row gives the incident its grain, entity, metric group and change day (the dedup key); the root
@@ -257,13 +261,15 @@ def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None)
     metric group, except that a fleet change within ± 2 days of a cluster change of the same direction
     is a child of that cluster's incident instead of an alert of its own.
 
-    Improvements do not page. A provisional change (too few days after it to be confirmed) does
-    page, marked `provisional`, because waiting for confirmation would delay every alert by the
-    confirmation window; it becomes `confirmed` when a later detection run confirms it.
+    Improvements do not page: with ``change_kind="improvement"`` the same grouping gives the improvement
+    incidents, which the store keeps as notices (`expected`, never sent; ``upsert_incidents``). A
+    provisional change (too few days after it to be confirmed) does page, marked `provisional`, because
+    waiting for confirmation would delay every alert by the confirmation window; it becomes `confirmed`
+    when a later detection run confirms it.
     """
     if regressions.empty:
         return []
-    found = regressions[regressions["change_kind"] == "regression"].copy()
+    found = regressions[regressions["change_kind"] == change_kind].copy()
     if found.empty:
         return []
     found = found.reset_index(drop=True)
@@ -571,8 +577,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     root entity within ± 2 days (perf_assets/lib/grouping.py), and the headline metric of a group can
     change between runs as evidence accumulates (a companion first, goodput once it moves).
 
-    The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
-    that wanders a day at a time cannot drag an alert along.
+    The days compared are the one the alert was opened with (`dedup_change_date`) and the one it holds
+    now (`change_date`, moved by `updated` events): a change point that moves a day per run as days
+    arrive (6 → 5 → 4 → 3 October) keeps updating its alert instead of opening a second one once it is
+    more than 2 days from the opening day (bench/soak.py, inc-bad-batch-a100). Days it held in between
+    are not compared, so an alert is never stretched over every day it ever touched.
 
     With the inventory topology, an alert whose entity contains or is contained in the incident's root
     (a cluster and one of its nodes) matches too, the same entity preferred: a day-by-day run roots one
@@ -591,8 +600,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         same = (alert["grain"], alert["entity_id"]) == scope
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
-        anchor = alert.get("dedup_change_date") or alert["change_date"]  # the change day it was opened with
-        distance = abs((date.fromisoformat(anchor) - change).days)
+        anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]}
+        distance = min(abs((date.fromisoformat(anchor) - change).days) for anchor in anchors)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
@@ -683,7 +692,10 @@ def upsert_incidents(
             alert["dedup_change_date"] = incident["change_date"]
             annotation = matching_annotation(incident, annotations)
             status = "open"
-            if annotation is not None:
+            if incident["direction"] != "regression":  # an improvement: a notice in the store, never paged
+                status = "expected"
+                alert["expected_by"] = dict(IMPROVEMENT_NOTICE)
+            elif annotation is not None:
                 status = "expected"
                 alert["expected_by"] = _annotation_fields(annotation)
             elif incident.get("expected_because"):  # a knock-on that detection explained: stored, never sent
@@ -864,8 +876,8 @@ def auto_resolve(alerts_dir: Path, tree: pd.DataFrame, config: AlertConfig, now:
     """Resolve every unresolved alert whose metric has been back at its old level for N days."""
     resolved = []
     for alert in read_alerts(alerts_dir):
-        if alert["status"] == "resolved":
-            continue
+        if alert["status"] == "resolved" or alert["direction"] != "regression":
+            continue  # an improvement notice stays as it is: "back at the old level" is a regression's recovery
         day = recovery_day(alert, tree, config.auto_resolve_days)
         if day is None:
             continue
