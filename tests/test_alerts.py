@@ -922,3 +922,35 @@ def test_an_improvement_is_stored_as_a_notice_never_sent_and_never_auto_resolved
     # the same improvement seen by the next run updates nothing new; a regression there is a new page
     assert upsert_incidents(tmp_path, notices, now=NOW).opened == []
     assert len(upsert(tmp_path, regression("2026-11-09")).opened) == 1
+
+
+def test_a_knock_on_group_that_grows_by_an_unexplained_change_pages_it(tmp_path):
+    """The soak's inc-thermal-h100-n04-gpu3: a GPU's throttling (11th) chained to a job-peer knock-on on its
+    node (9th), rooted at their cluster, was taken in by the silent knock-on alert and never paged."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(
+        pd.DataFrame(
+            [
+                {"cluster": "alpha", "node": "alpha-n01", "gpu_uuid": "GPU-a1"},
+                {"cluster": "alpha", "node": "alpha-n02", "gpu_uuid": "GPU-a2"},
+            ]
+        )
+    )
+    knock_on = regression(
+        "2026-11-09", grain="node", entity="alpha-n01", metric="program_goodput", expected_because="job peers: n02"
+    )
+    (silent,) = upsert(tmp_path, knock_on, topology=topology).expected
+    assert upsert(tmp_path, knock_on, topology=topology).opened == []  # the knock-on seen again stays silent
+    grown = (
+        knock_on,
+        regression("2026-11-11", grain="gpu", entity="GPU-a1", metric="thermal_ok", effect=-0.9, ci=(-0.95, -0.85)),
+        regression("2026-11-11", metric="thermal_ok", effect=-0.1, ci=(-0.12, -0.08)),
+    )
+    (paged,) = upsert(tmp_path, *grown, topology=topology).opened
+    assert (paged["grain"], paged["entity_id"], paged["change_date"]) == ("cluster", "alpha", "2026-11-11")
+    assert upsert(tmp_path, *grown, topology=topology).opened == []  # the next run updates it, opens nothing
+    assert [(a["alert_id"], a["status"]) for a in read_alerts(tmp_path)] == [
+        (silent["alert_id"], "expected"),
+        (paged["alert_id"], "open"),
+    ]

@@ -590,6 +590,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
+
+    An alert stored `expected` as a knock-on that detection explained matches only an incident that is
+    explained too: when a group grows by rows nothing explains (a GPU's thermal throttling joining a
+    job-peer knock-on on its node two days earlier, rooted at their cluster), the incident pages as a
+    new alert instead of updating the silent one (bench/soak.py, inc-thermal-h100-n04-gpu3).
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
@@ -597,6 +602,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     for alert in alerts:
         if alert["direction"] != incident["direction"]:
             continue
+        if _explained_by_detection(alert) and not incident.get("expected_because"):
+            continue  # a knock-on alert never takes in a change that nothing explains: that one pages
         same = (alert["grain"], alert["entity_id"]) == scope
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
@@ -610,6 +617,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def _explained_by_detection(alert: dict) -> bool:
+    """Stored `expected` because detection explained it as a knock-on (not an annotation, not an improvement)."""
+    return alert["status"] == "expected" and (alert.get("expected_by") or {}).get("id") == "knock-on"
 
 
 def _nested(a: tuple[str, str], b: tuple[str, str], topology: Topology | None) -> bool:
