@@ -954,3 +954,46 @@ def test_a_knock_on_group_that_grows_by_an_unexplained_change_pages_it(tmp_path)
         (silent["alert_id"], "expected"),
         (paged["alert_id"], "open"),
     ]
+
+
+def test_the_soak_counts_each_paged_alert_for_one_label_and_improvements_as_notices(tmp_path):
+    """bench/soak.py's score: an alert near two labels counts once (the nearest start, then the same
+    direction); an alert stored expected and resolved later never paged; an improvement label is noticed."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.soak import score_alerts
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"h100": ["h100-n01", "h100-n02"], "h200": ["h200-n01"]})
+
+    def label(incident_id, start, cluster, direction="regression", **extra):
+        scope = {"clusters": [cluster], "nodes": [], "gpus": []}
+        return {
+            "incident_id": incident_id,
+            "start": f"{start}T00:00:00Z",
+            "direction": direction,
+            "grain": "cluster",
+            "cluster": cluster,
+            "scope": scope,
+        } | extra
+
+    labels = [
+        label("ckpt", "2026-10-19", "h100"),
+        label("mix", "2026-10-21", "h100", direction="improvement"),
+        label("torch", "2026-10-23", "h200", direction="improvement"),
+        label("decoy", "2026-10-20", "h200", decoy=True),
+    ]
+    ckpt = upsert(tmp_path, regression("2026-10-19", entity="h100"), topology=topology).opened[0]
+    knock_on = regression("2026-10-22", grain="node", entity="h200-n01", expected_because="job peers")
+    silent = upsert(tmp_path, knock_on, topology=topology).expected[0]
+    transition(tmp_path, silent["alert_id"], "resolve", actor="auto-resolve", now=NOW)
+    better = regression("2026-10-23", entity="h200", kind="improvement", effect=0.08, ci=(0.06, 0.1))
+    upsert_incidents(tmp_path, build_incidents(frame(better), change_kind="improvement"), now=NOW)
+
+    score = score_alerts(read_alerts(tmp_path), labels, topology, delivered={ckpt["alert_id"]: 1})
+    assert score["alerts_per_label"] == {"ckpt": [ckpt["alert_id"]], "mix": [], "torch": []}
+    assert score["alerts_matching_several_labels"] == {ckpt["alert_id"]: ["ckpt", "mix"]}
+    assert score["alerts"] == 1 and score["stored_never_paged"] == [silent["alert_id"]]
+    assert score["decoys_alerted"] == {} and list(score["improvement_labels_noticed"]) == ["torch"]
+    assert score["improvement_labels_not_noticed"] == ["mix"]
