@@ -997,3 +997,12 @@ def test_the_soak_counts_each_paged_alert_for_one_label_and_improvements_as_noti
     assert score["alerts"] == 1 and score["stored_never_paged"] == [silent["alert_id"]]
     assert score["decoys_alerted"] == {} and list(score["improvement_labels_noticed"]) == ["torch"]
     assert score["improvement_labels_not_noticed"] == ["mix"]
+
+
+def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_path):
+    (alert,) = upsert(tmp_path, regression("2026-10-19")).opened
+    # one run, two incidents of alpha 2 days apart (a companion's group and goodput's): the first one's evidence
+    incidents = build_incidents(frame(regression("2026-10-19"))) + build_incidents(frame(regression("2026-10-21")))
+    again = upsert_incidents(tmp_path, incidents, now=NOW)
+    assert again.opened == [] and again.updated == [] and again.unchanged == 2
+    assert [event["event"] for event in read_alerts(tmp_path)[0]["history"]] == ["created"]

@@ -672,6 +672,9 @@ def upsert_incidents(
 
     An incident that matches a stored alert (``find_match``) opens nothing; when its evidence
     changed (the change point moved a day, a factor joined) the alert gets an `updated` event.
+    One alert takes the evidence of one incident per run, the first (incidents come sorted by
+    entity and change day): two incidents of a run on one alert no longer toggle its change day
+    back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October).
     """
     config = config or AlertConfig()
     annotations = annotations or []
@@ -680,11 +683,17 @@ def upsert_incidents(
     with _lock(alerts_dir):
         alerts = fold(read_events(alerts_dir))
         events = []
+        claimed: set[str] = set()  # alerts an earlier incident of this run matched
         for incident in incidents:
             match = find_match(alerts.values(), incident, topology)
             if match is not None and (match["grain"], match["entity_id"]) != (incident["grain"], incident["entity_id"]):
                 result.unchanged += 1  # the same incident rooted at a nested entity: the alert stands as it is
                 continue
+            if match is not None and match["alert_id"] in claimed:
+                result.unchanged += 1  # a second incident of this run on it: the first's evidence stands
+                continue
+            if match is not None:
+                claimed.add(match["alert_id"])
             if match is not None:
                 changes = {
                     name: incident[name]
@@ -719,6 +728,7 @@ def upsert_incidents(
             event = _event("created", alert_id, now, actor, status=status, alert=alert)
             events.append(event)
             alerts[alert_id] = fold([event])[alert_id]
+            claimed.add(alert_id)
             (result.expected if status == "expected" else result.opened).append(alerts[alert_id])
         append_events(alerts_dir, events)
     return result
