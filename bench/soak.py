@@ -11,6 +11,14 @@ each labeled incident alerted how many times (goal: exactly once), pages deliver
 exactly one opening notice each), decoys alerted (goal: none), alerts matching no label, and the cost
 of an incremental day as a ratio of the full rebuild's (the baseline, measured in the same run).
 
+What the score counts (`score_alerts`): an alert that paged (created `open`, or reopened; one stored
+`expected` from the start, a knock-on or an annotated change, never paged even if resolved later),
+counted for the one label it matches best (scope overlap, change day within 2 days of the label's
+start, nearest first, then a label of its direction), so one alert near two labels is not counted
+twice. An improvement label is `noticed` when an improvement notice in the store (docs/alerts.md,
+"Improvements": stored, never paged) matches it; it is `alerted` only when a page matches it (a
+mix shift's sending side regresses). `--rescore` scores a kept --work folder again without running.
+
 Files land by the day folder the simulator wrote them under (landing/<source>/<cluster>/<day>/), so a
 job's step events arrive on its start day with its whole run (the simulator writes a job's events in
 one file): later days of long jobs arrive early. That is noted in the output, not hidden.
