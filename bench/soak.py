@@ -11,6 +11,14 @@ each labeled incident alerted how many times (goal: exactly once), pages deliver
 exactly one opening notice each), decoys alerted (goal: none), alerts matching no label, and the cost
 of an incremental day as a ratio of the full rebuild's (the baseline, measured in the same run).
 
+What the score counts (`score_alerts`): an alert that paged (created `open`, or reopened; one stored
+`expected` from the start, a knock-on or an annotated change, never paged even if resolved later),
+counted for the one label it matches best (scope overlap, change day within 2 days of the label's
+start, nearest first, then a label of its direction), so one alert near two labels is not counted
+twice. An improvement label is `noticed` when an improvement notice in the store (docs/alerts.md,
+"Improvements": stored, never paged) matches it; it is `alerted` only when a page matches it (a
+mix shift's sending side regresses). `--rescore` scores a kept --work folder again without running.
+
 Files land by the day folder the simulator wrote them under (landing/<source>/<cluster>/<day>/), so a
 job's step events arrive on its start day with its whole run (the simulator writes a job's events in
 one file): later days of long jobs arrive early. That is noted in the output, not hidden.
@@ -90,34 +98,99 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def was_paged(alert: dict) -> bool:
+    """Opened as a page (created `open`) or paged again (`reopened`): an alert stored `expected` from the
+    start (annotation, knock-on, improvement notice) was never sent, even if it is `resolved` now."""
+    history = alert.get("history") or []
+    created_open = bool(history) and history[0].get("event") == "created" and history[0].get("status") == "open"
+    return created_open or any(event.get("event") == "reopened" for event in history)
+
+
+def is_improvement_notice(alert: dict) -> bool:
+    return alert.get("direction") == "improvement" and (alert.get("expected_by") or {}).get("id") == "improvement"
+
+
 def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: dict[str, int]) -> dict:
+    """Each label's alerts (goal: exactly one page per labeled regression), each alert counted for one label.
+
+    An alert counts for the label it matches best (scope overlap and change day within MATCH_DAYS of the
+    label's start, as in evaluation.py, the change day being the one the alert opened with or the one it
+    holds now, the two days the store's dedup compares; the nearest start day, then a label of the alert's direction, then
+    the label order), so one alert near two labels (a cluster's checkpoint slowdown two days before a mix
+    shift there) is not counted twice; `alerts_matching_several_labels` lists those. Only alerts that paged
+    count (`was_paged`). An improvement label (direction improvement) is `noticed` when an improvement
+    notice of the store matches it: improvements are recorded, never paged (docs/alerts.md).
+    """
     from perf_assets.lib.evaluation import MATCH_DAYS, overlaps
 
-    real = [label for label in labels if not label.get("decoy")]
-    decoys = [label for label in labels if label.get("decoy")]
-
-    def matches(alert: dict, label: dict) -> bool:
+    def distance(alert: dict, label: dict) -> int | None:
         start = date.fromisoformat(label["start"][:10])
-        change = date.fromisoformat(str(alert["change_date"])[:10])
-        return overlaps(alert["grain"], alert["entity_id"], label, topology) and abs((change - start).days) <= (
-            MATCH_DAYS
-        )
+        changes = {alert["change_date"], alert.get("dedup_change_date") or alert["change_date"]}
+        days = min(abs((date.fromisoformat(str(change)[:10]) - start).days) for change in changes)
+        return days if overlaps(alert["grain"], alert["entity_id"], label, topology) and days <= MATCH_DAYS else None
 
-    paged = [a for a in alerts if a["status"] != "expected"]
-    per_label = {label["incident_id"]: [a["alert_id"] for a in paged if matches(a, label)] for label in real}
-    decoy_hits = {label["incident_id"]: [a["alert_id"] for a in paged if matches(a, label)] for label in decoys}
+    def best_label(alert: dict) -> tuple[str | None, list[str]]:
+        ranked = []
+        for order, label in enumerate(labels):
+            days = distance(alert, label)
+            if days is not None:
+                ranked.append((days, label.get("direction") != alert["direction"], order, label["incident_id"]))
+        ranked.sort()
+        return (ranked[0][3] if ranked else None), [item[3] for item in ranked]
+
+    real = [label["incident_id"] for label in labels if not label.get("decoy")]
+    decoys = [label["incident_id"] for label in labels if label.get("decoy")]
+    paged = [a for a in alerts if was_paged(a)]
+    per_label: dict[str, list[str]] = {label: [] for label in real + decoys}
+    several = {}
+    for alert in paged:
+        label, candidates = best_label(alert)
+        if label is not None:
+            per_label[label].append(alert["alert_id"])
+        if len(candidates) > 1:
+            several[alert["alert_id"]] = candidates
+    notices = [a for a in alerts if is_improvement_notice(a)]
+    improvement_labels = [
+        label for label in labels if label.get("direction") == "improvement" and not label.get("decoy")
+    ]
+    noticed = {
+        label["incident_id"]: [a["alert_id"] for a in notices if distance(a, label) is not None]
+        for label in improvement_labels
+    }
     matched = {alert_id for ids in per_label.values() for alert_id in ids}
     return {
         "labels": len(real),
-        "alerted_once": sorted(k for k, v in per_label.items() if len(v) == 1),
-        "alerted_more_than_once": {k: v for k, v in per_label.items() if len(v) > 1},
-        "not_alerted": sorted(k for k, v in per_label.items() if not v),
-        "decoys_alerted": {k: v for k, v in decoy_hits.items() if v},
+        "alerts_per_label": {label: per_label[label] for label in real},
+        "alerted_once": sorted(k for k in real if len(per_label[k]) == 1),
+        "alerted_more_than_once": {k: per_label[k] for k in real if len(per_label[k]) > 1},
+        "not_alerted": sorted(k for k in real if not per_label[k]),
+        "improvement_labels_noticed": {k: v for k, v in noticed.items() if v},
+        "improvement_labels_not_noticed": sorted(k for k, v in noticed.items() if not v),
+        "improvement_notices": len(notices),
+        "decoys_alerted": {k: per_label[k] for k in decoys if per_label[k]},
         "alerts": len(paged),
         "alerts_matching_no_label": sorted(a["alert_id"] for a in paged if a["alert_id"] not in matched),
+        "alerts_matching_several_labels": several,
+        "stored_never_paged": sorted(
+            a["alert_id"] for a in alerts if not was_paged(a) and not is_improvement_notice(a)
+        ),
         "opening_notices_per_alert": dict(sorted(delivered.items())),
         "alerts_paged_more_than_once": sorted(k for k, v in delivered.items() if v > 1),
     }
+
+
+def score_home(source: Path, home: Path) -> dict:
+    """Score the alert store of a soak's home against its source's labels (also on a kept work folder)."""
+    from perf_assets.lib.alerts import read_alerts
+    from perf_assets.lib.evaluation import load_labels
+    from perf_assets.lib.paths import DataHome
+    from perf_assets.lib.topology import read_topology
+    from perf_assets.lib.warehouse import published_frame
+
+    home_data = DataHome(home)
+    labels = load_labels(DataHome(source).labels_file)
+    topology = read_topology(lambda sql: published_frame(home_data, sql))
+    return score_alerts(read_alerts(home_data.alerts_dir), labels, topology, opening_notices(home_data.alerts_dir))
 
 
 def opening_notices(alerts_dir: Path) -> dict[str, int]:
@@ -138,7 +211,13 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=None, help="simulate only the first N days of the scenario")
     parser.add_argument("--work", type=Path, default=Path("/tmp/perfwh-soak"))
     parser.add_argument("--json", type=Path, default=None, help="also write the result as JSON here")
+    parser.add_argument(
+        "--rescore", action="store_true", help="only score the alert store of the kept --work folder, print JSON"
+    )
     args = parser.parse_args()
+    if args.rescore:
+        print(json.dumps(score_home(args.work / "source", args.work / "home"), indent=2))
+        return 0
 
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
@@ -152,11 +231,8 @@ def main() -> int:
     from perf_assets.defs.ingest.sensors import landing_sensor
     from perf_assets.lib.alerts import read_alerts
     from perf_assets.lib.build import build, prepare_dbt_manifest
-    from perf_assets.lib.evaluation import load_labels
     from perf_assets.lib.paths import DataHome
     from perf_assets.lib.simulate import simulate
-    from perf_assets.lib.topology import read_topology
-    from perf_assets.lib.warehouse import published_frame
 
     prepare_dbt_manifest()
     started = time.perf_counter()
@@ -197,9 +273,7 @@ def main() -> int:
             flush=True,
         )
 
-    labels = load_labels(source_home.labels_file)
-    topology = read_topology(lambda sql: published_frame(home, sql))
-    score = score_alerts(read_alerts(home.alerts_dir), labels, topology, opening_notices(home.alerts_dir))
+    score = score_home(source_home.root, home.root)
 
     full = DataHome(full_dir).ensure()
     shutil.copytree(source_home.landing, full.landing, dirs_exist_ok=True)
@@ -229,6 +303,11 @@ def main() -> int:
         f"an incremental day (median of the last 5) {median_day:.1f} s = {result['incremental_over_full']:.2f}x "
         "the full rebuild (the DCGM telemetry chain rebuilds only the new days and the lookback, docs/incremental.md; "
         "the other models rebuild every day)"
+    )
+    print(
+        f"improvement labels noticed {score['improvement_labels_noticed'] or 0}, not noticed "
+        f"{score['improvement_labels_not_noticed'] or 0}; alerts matching several labels "
+        f"{score['alerts_matching_several_labels'] or 0}"
     )
     print(
         f"labels {score['labels']}: alerted once {len(score['alerted_once'])}, more than once "

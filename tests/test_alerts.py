@@ -818,8 +818,14 @@ def test_the_demo_build_opens_alerts_sized_in_gpu_hours(demo_home, tmp_path, cap
 
     alerts = read_alerts(demo_home.alerts_dir)
     # the goodput group of cluster alpha (companions such as power_ratio are alert groups of their own)
-    alpha = [alert for alert in alerts if alert["entity_id"] == "alpha" and alert.get("metric_group") == "goodput"]
-    assert len(alpha) == 1 and alpha[0]["status"] == "open" and alpha[0]["direction"] == "regression"
+    alpha = [
+        alert
+        for alert in alerts
+        if alert["entity_id"] == "alpha"
+        and alert.get("metric_group") == "goodput"
+        and alert["direction"] == "regression"
+    ]  # (improvements are stored too, as never-paged notices)
+    assert len(alpha) == 1 and alpha[0]["status"] == "open"
     size = alpha[0]["impact"]
     assert size["installed_gpu_hours_per_day"] > 0 and size["lost_gpu_hours_per_day"] > 0
     assert (
@@ -870,3 +876,139 @@ def test_an_incident_rooted_at_a_node_one_day_and_its_cluster_another_is_one_ale
     # without the inventory topology, only the same entity matches (the old rule)
     assert len(upsert(tmp_path / "plain", regression("2026-11-07")).opened) == 1
     assert len(upsert(tmp_path / "plain", regression("2026-11-08", grain="node", entity="alpha-n01")).opened) == 1
+
+
+# --------------------------------------------------------------------------- dedup across daily runs (bench/soak.py)
+
+
+def test_a_change_point_that_walks_back_a_day_per_run_keeps_updating_one_alert(tmp_path):
+    """The soak's inc-bad-batch-a100: opened on 6 Oct, then 5, 4, 3 Oct as days arrived: one alert, updated."""
+    (alert,) = upsert(tmp_path, regression("2026-10-06")).opened
+    for day in ("2026-10-05", "2026-10-04", "2026-10-03"):
+        again = upsert(tmp_path, regression(day))
+        assert again.opened == [] and [a["alert_id"] for a in again.updated] == [alert["alert_id"]]
+    (stored,) = read_alerts(tmp_path)
+    assert stored["change_date"] == "2026-10-03" and stored["dedup_change_date"] == "2026-10-06"
+    # the anchors are the opening day (6 Oct) and the current one (3 Oct): 9 Oct is 3 days from the one and 6
+    # from the other, another change point, although the alert once held 5 Oct (a day held on the way is no anchor)
+    assert len(upsert(tmp_path, regression("2026-10-09")).opened) == 1
+    assert upsert(tmp_path, regression("2026-10-08")).opened == []  # within 2 days of both alerts: the nearer updates
+
+
+def test_the_other_direction_or_another_scope_is_a_new_alert_while_the_first_is_open(tmp_path):
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"alpha": ["alpha-n01", "alpha-n02"], "beta": ["beta-n01"]})
+    (first,) = upsert(tmp_path, regression("2026-11-09", grain="node", entity="alpha-n01"), topology=topology).opened
+    sibling = upsert(tmp_path, regression("2026-11-09", grain="node", entity="alpha-n02"), topology=topology)
+    grown = upsert(tmp_path, regression("2026-11-10"), topology=topology)  # its cluster: the group grew upwards
+    improved = upsert(
+        tmp_path,
+        regression("2026-11-09", grain="node", entity="alpha-n01", kind="improvement", effect=0.1, ci=(0.08, 0.12)),
+        topology=topology,
+    )
+    assert len(sibling.opened) == 1  # a node beside it is another scope
+    assert grown.opened == [] and grown.unchanged >= 1  # the cluster contains the open node alert
+    assert improved.opened == []  # build_incidents keeps regressions only: an improvement never opens a page
+    assert [a["status"] for a in read_alerts(tmp_path)] == ["open", "open"] and first["direction"] == "regression"
+
+
+def test_an_improvement_is_stored_as_a_notice_never_sent_and_never_auto_resolved(tmp_path):
+    rows = frame(regression("2026-11-09", kind="improvement", effect=0.1, ci=(0.08, 0.12)))
+    notices = build_incidents(rows, change_kind="improvement")
+    assert build_incidents(rows) == [] and len(notices) == 1 and notices[0]["direction"] == "improvement"
+    result = upsert_incidents(tmp_path, notices, now=NOW)
+    (notice,) = result.expected
+    assert result.opened == [] and notice["expected_by"]["id"] == "improvement"
+    config = AlertConfig()
+    report = deliver(tmp_path, config, now=NOW)
+    assert report.delivered == [] and not (tmp_path / "alerts.jsonl").exists()
+    # the level stays up after the change: "back at the old level" is a regression's recovery, not this
+    assert auto_resolve(tmp_path, tree([0.36] * 8 + [0.40] * 12), config, now=NOW) == []
+    # the same improvement seen by the next run updates nothing new; a regression there is a new page
+    assert upsert_incidents(tmp_path, notices, now=NOW).opened == []
+    assert len(upsert(tmp_path, regression("2026-11-09")).opened) == 1
+
+
+def test_a_knock_on_group_that_grows_by_an_unexplained_change_pages_it(tmp_path):
+    """The soak's inc-thermal-h100-n04-gpu3: a GPU's throttling (11th) chained to a job-peer knock-on on its
+    node (9th), rooted at their cluster, was taken in by the silent knock-on alert and never paged."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(
+        pd.DataFrame(
+            [
+                {"cluster": "alpha", "node": "alpha-n01", "gpu_uuid": "GPU-a1"},
+                {"cluster": "alpha", "node": "alpha-n02", "gpu_uuid": "GPU-a2"},
+            ]
+        )
+    )
+    knock_on = regression(
+        "2026-11-09", grain="node", entity="alpha-n01", metric="program_goodput", expected_because="job peers: n02"
+    )
+    (silent,) = upsert(tmp_path, knock_on, topology=topology).expected
+    assert upsert(tmp_path, knock_on, topology=topology).opened == []  # the knock-on seen again stays silent
+    grown = (
+        knock_on,
+        regression("2026-11-11", grain="gpu", entity="GPU-a1", metric="thermal_ok", effect=-0.9, ci=(-0.95, -0.85)),
+        regression("2026-11-11", metric="thermal_ok", effect=-0.1, ci=(-0.12, -0.08)),
+    )
+    (paged,) = upsert(tmp_path, *grown, topology=topology).opened
+    assert (paged["grain"], paged["entity_id"], paged["change_date"]) == ("cluster", "alpha", "2026-11-11")
+    assert upsert(tmp_path, *grown, topology=topology).opened == []  # the next run updates it, opens nothing
+    assert [(a["alert_id"], a["status"]) for a in read_alerts(tmp_path)] == [
+        (silent["alert_id"], "expected"),
+        (paged["alert_id"], "open"),
+    ]
+
+
+def test_the_soak_counts_each_paged_alert_for_one_label_and_improvements_as_notices(tmp_path):
+    """bench/soak.py's score: an alert near two labels counts once (the nearest start, then the same
+    direction); an alert stored expected and resolved later never paged; an improvement label is noticed."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.soak import score_alerts
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"h100": ["h100-n01", "h100-n02"], "h200": ["h200-n01"]})
+
+    def label(incident_id, start, cluster, direction="regression", **extra):
+        scope = {"clusters": [cluster], "nodes": [], "gpus": []}
+        return {
+            "incident_id": incident_id,
+            "start": f"{start}T00:00:00Z",
+            "direction": direction,
+            "grain": "cluster",
+            "cluster": cluster,
+            "scope": scope,
+        } | extra
+
+    labels = [
+        label("ckpt", "2026-10-19", "h100"),
+        label("mix", "2026-10-21", "h100", direction="improvement"),
+        label("torch", "2026-10-23", "h200", direction="improvement"),
+        label("decoy", "2026-10-20", "h200", decoy=True),
+    ]
+    ckpt = upsert(tmp_path, regression("2026-10-19", entity="h100"), topology=topology).opened[0]
+    knock_on = regression("2026-10-22", grain="node", entity="h200-n01", expected_because="job peers")
+    silent = upsert(tmp_path, knock_on, topology=topology).expected[0]
+    transition(tmp_path, silent["alert_id"], "resolve", actor="auto-resolve", now=NOW)
+    better = regression("2026-10-23", entity="h200", kind="improvement", effect=0.08, ci=(0.06, 0.1))
+    upsert_incidents(tmp_path, build_incidents(frame(better), change_kind="improvement"), now=NOW)
+
+    score = score_alerts(read_alerts(tmp_path), labels, topology, delivered={ckpt["alert_id"]: 1})
+    assert score["alerts_per_label"] == {"ckpt": [ckpt["alert_id"]], "mix": [], "torch": []}
+    assert score["alerts_matching_several_labels"] == {ckpt["alert_id"]: ["ckpt", "mix"]}
+    assert score["alerts"] == 1 and score["stored_never_paged"] == [silent["alert_id"]]
+    assert score["decoys_alerted"] == {} and list(score["improvement_labels_noticed"]) == ["torch"]
+    assert score["improvement_labels_not_noticed"] == ["mix"]
+
+
+def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_path):
+    (alert,) = upsert(tmp_path, regression("2026-10-19")).opened
+    # one run, two incidents of alpha 2 days apart (a companion's group and goodput's): the first one's evidence
+    incidents = build_incidents(frame(regression("2026-10-19"))) + build_incidents(frame(regression("2026-10-21")))
+    again = upsert_incidents(tmp_path, incidents, now=NOW)
+    assert again.opened == [] and again.updated == [] and again.unchanged == 2
+    assert [event["event"] for event in read_alerts(tmp_path)[0]["history"]] == ["created"]

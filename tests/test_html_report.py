@@ -16,7 +16,11 @@ JOB = "beta-000011"  # the demo's requeued job: 2 attempts, 1 restart
 
 
 def _alpha_alert(home) -> dict:
-    alerts = [a for a in read_alerts(home.alerts_dir) if a["grain"] == "cluster" and a["entity_id"] == "alpha"]
+    alerts = [
+        a
+        for a in read_alerts(home.alerts_dir)
+        if a["grain"] == "cluster" and a["entity_id"] == "alpha" and a["direction"] == "regression"
+    ]
     assert alerts, "the demo has an alert on cluster alpha"
     return alerts[0]
 

@@ -47,6 +47,8 @@ ANNOTATIONS_FILE = "annotations.yaml"  # under PERFWH_HOME; PERFWH_ANNOTATIONS o
 STATUSES = ("open", "notified", "acknowledged", "resolved", "expected")
 ACTIVE_STATUSES = ("open", "notified", "acknowledged")
 DEDUP_WINDOW_DAYS = 2
+# What an improvement incident is stored as: `expected` (listed with --all, never sent, never auto-resolved).
+IMPROVEMENT_NOTICE = {"id": "improvement", "note": "an improvement: a notice, never paged", "source": "detection"}
 H100_PEAK_FLOPS = 989.4e12  # dense BF16 peak of an H100-SXM (dbt seed gpu_sku_specs): 1 H100-equivalent GPU
 
 # Which transitions a person (or the delivery) may make; anything else is rejected with a reason.
@@ -247,7 +249,9 @@ def _metric_evidence(row: dict) -> dict:
     }
 
 
-def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None) -> list[dict]:
+def build_incidents(
+    regressions: pd.DataFrame, topology: Topology | None = None, change_kind: str = "regression"
+) -> list[dict]:
     """Regressions grouped into incidents, one per incident group (perf_assets/lib/grouping.py): same
     direction, change days chained ± 2 days, nested scopes across grains and metrics. The group's root
     row gives the incident its grain, entity, metric group and change day (the dedup key); the root
@@ -257,13 +261,15 @@ def build_incidents(regressions: pd.DataFrame, topology: Topology | None = None)
     metric group, except that a fleet change within ± 2 days of a cluster change of the same direction
     is a child of that cluster's incident instead of an alert of its own.
 
-    Improvements do not page. A provisional change (too few days after it to be confirmed) does
-    page, marked `provisional`, because waiting for confirmation would delay every alert by the
-    confirmation window; it becomes `confirmed` when a later detection run confirms it.
+    Improvements do not page: with ``change_kind="improvement"`` the same grouping gives the improvement
+    incidents, which the store keeps as notices (`expected`, never sent; ``upsert_incidents``). A
+    provisional change (too few days after it to be confirmed) does page, marked `provisional`, because
+    waiting for confirmation would delay every alert by the confirmation window; it becomes `confirmed`
+    when a later detection run confirms it.
     """
     if regressions.empty:
         return []
-    found = regressions[regressions["change_kind"] == "regression"].copy()
+    found = regressions[regressions["change_kind"] == change_kind].copy()
     if found.empty:
         return []
     found = found.reset_index(drop=True)
@@ -579,8 +585,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     root entity within ± 2 days (perf_assets/lib/grouping.py), and the headline metric of a group can
     change between runs as evidence accumulates (a companion first, goodput once it moves).
 
-    The day compared is the one the alert was opened with (`dedup_change_date`), so a change point
-    that wanders a day at a time cannot drag an alert along.
+    The days compared are the one the alert was opened with (`dedup_change_date`) and the one it holds
+    now (`change_date`, moved by `updated` events): a change point that moves a day per run as days
+    arrive (6 → 5 → 4 → 3 October) keeps updating its alert instead of opening a second one once it is
+    more than 2 days from the opening day (bench/soak.py, inc-bad-batch-a100). Days it held in between
+    are not compared, so an alert is never stretched over every day it ever touched.
 
     With the inventory topology, an alert whose entity contains or is contained in the incident's root
     (a cluster and one of its nodes) matches too, the same entity preferred: a day-by-day run roots one
@@ -589,6 +598,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
+
+    An alert stored `expected` as a knock-on that detection explained matches only an incident that is
+    explained too: when a group grows by rows nothing explains (a GPU's thermal throttling joining a
+    job-peer knock-on on its node two days earlier, rooted at their cluster), the incident pages as a
+    new alert instead of updating the silent one (bench/soak.py, inc-thermal-h100-n04-gpu3).
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
@@ -596,11 +610,13 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     for alert in alerts:
         if alert["direction"] != incident["direction"]:
             continue
+        if _explained_by_detection(alert) and not incident.get("expected_because"):
+            continue  # a knock-on alert never takes in a change that nothing explains: that one pages
         same = (alert["grain"], alert["entity_id"]) == scope
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
-        anchor = alert.get("dedup_change_date") or alert["change_date"]  # the change day it was opened with
-        distance = abs((date.fromisoformat(anchor) - change).days)
+        anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]}
+        distance = min(abs((date.fromisoformat(anchor) - change).days) for anchor in anchors)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
@@ -609,6 +625,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def _explained_by_detection(alert: dict) -> bool:
+    """Stored `expected` because detection explained it as a knock-on (not an annotation, not an improvement)."""
+    return alert["status"] == "expected" and (alert.get("expected_by") or {}).get("id") == "knock-on"
 
 
 def _nested(a: tuple[str, str], b: tuple[str, str], topology: Topology | None) -> bool:
@@ -659,6 +680,9 @@ def upsert_incidents(
 
     An incident that matches a stored alert (``find_match``) opens nothing; when its evidence
     changed (the change point moved a day, a factor joined) the alert gets an `updated` event.
+    One alert takes the evidence of one incident per run, the first (incidents come sorted by
+    entity and change day): two incidents of a run on one alert no longer toggle its change day
+    back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October).
     """
     config = config or AlertConfig()
     annotations = annotations or []
@@ -667,11 +691,17 @@ def upsert_incidents(
     with _lock(alerts_dir):
         alerts = fold(read_events(alerts_dir))
         events = []
+        claimed: set[str] = set()  # alerts an earlier incident of this run matched
         for incident in incidents:
             match = find_match(alerts.values(), incident, topology)
             if match is not None and (match["grain"], match["entity_id"]) != (incident["grain"], incident["entity_id"]):
                 result.unchanged += 1  # the same incident rooted at a nested entity: the alert stands as it is
                 continue
+            if match is not None and match["alert_id"] in claimed:
+                result.unchanged += 1  # a second incident of this run on it: the first's evidence stands
+                continue
+            if match is not None:
+                claimed.add(match["alert_id"])
             if match is not None:
                 changes = {
                     name: incident[name]
@@ -691,7 +721,10 @@ def upsert_incidents(
             alert["dedup_change_date"] = incident["change_date"]
             annotation = matching_annotation(incident, annotations)
             status = "open"
-            if annotation is not None:
+            if incident["direction"] != "regression":  # an improvement: a notice in the store, never paged
+                status = "expected"
+                alert["expected_by"] = dict(IMPROVEMENT_NOTICE)
+            elif annotation is not None:
                 status = "expected"
                 alert["expected_by"] = _annotation_fields(annotation)
             elif incident.get("expected_because"):  # a knock-on that detection explained: stored, never sent
@@ -703,6 +736,7 @@ def upsert_incidents(
             event = _event("created", alert_id, now, actor, status=status, alert=alert)
             events.append(event)
             alerts[alert_id] = fold([event])[alert_id]
+            claimed.add(alert_id)
             (result.expected if status == "expected" else result.opened).append(alerts[alert_id])
         append_events(alerts_dir, events)
     return result
@@ -872,8 +906,8 @@ def auto_resolve(alerts_dir: Path, tree: pd.DataFrame, config: AlertConfig, now:
     """Resolve every unresolved alert whose metric has been back at its old level for N days."""
     resolved = []
     for alert in read_alerts(alerts_dir):
-        if alert["status"] == "resolved":
-            continue
+        if alert["status"] == "resolved" or alert["direction"] != "regression":
+            continue  # an improvement notice stays as it is: "back at the old level" is a regression's recovery
         day = recovery_day(alert, tree, config.auto_resolve_days)
         if day is None:
             continue

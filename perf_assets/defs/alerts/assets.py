@@ -63,7 +63,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
     topology = read_topology(lambda sql: published_frame(home, sql))
     result = upsert_incidents(
         home.alerts_dir,
-        build_incidents(found, topology),
+        build_incidents(found, topology) + build_incidents(found, topology, change_kind="improvement"),
         config=config,
         annotations=annotations,
         tree=tree,
@@ -77,7 +77,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
     for alert in result.opened:
         context.log.warning(f"ALERT {alert['alert_id']} [{alert['severity']}] {alert['summary']}")
     for alert in result.expected:
-        context.log.info(f"expected (annotation {alert['expected_by']['id']}): {alert['summary']}")
+        context.log.info(f"expected ({alert['expected_by']['id']}): {alert['summary']}")
     for alert in reopened:
         annotation = (alert.get("withdrawn_annotation") or {}).get("id")
         context.log.warning(f"REOPENED (annotation {annotation} withdrawn) {alert['alert_id']}: {alert['summary']}")
