@@ -291,3 +291,77 @@ def test_auto_batch_size_is_day_when_a_footer_cannot_be_read(tmp_path, monkeypat
     home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01"]})  # 4 bytes: no footer
     window = plan_window(home, "v1", lookback=2)
     assert window.batch_size == "day" and "could not be read" in window.describe()
+
+
+def test_day_local_models_rebuild_from_the_first_changed_day_and_the_rest_over_the_lookback(tmp_path):
+    """The split of an incremental build (docs/incremental.md, "Day-local models"): the day-local models (selector
+    day_local) rebuild from the earliest day a new or rewritten lake file belongs to, everything else (selector
+    after_day_local) over the lookback window, first the former; a late file behind the lookback moves both."""
+    days = [f"2026-11-{d:02d}" for d in range(1, 11)]
+    home = _lake(tmp_path, {"raw_dcgm": days, "raw_sacct": days})
+    full = plan_window(home, "v1", lookback=2)
+    assert not full.split and full.dbt_invocations() == [full.dbt_args()]  # a full refresh is one build
+    record_build(home, full, "v1")
+
+    for table in ("raw_dcgm", "raw_sacct"):  # one new day
+        (home.lake_raw / table / "event_date=2026-11-11").mkdir()
+        (home.lake_raw / table / "event_date=2026-11-11" / "new.parquet").write_bytes(b"PAR1")
+    day = plan_window(home, "v1", lookback=2)
+    assert (day.start, day.day_local_start, day.end) == (date(2026, 11, 9), date(2026, 11, 11), date(2026, 11, 12))
+    assert day.split and "day-local models from 2026-11-11 (1 day(s))" in day.describe()
+    assert day.dbt_invocations() == [
+        ["--selector", "day_local", "--event-time-start", "2026-11-11", "--event-time-end", "2026-11-12"],
+        ["--selector", "after_day_local", "--event-time-start", "2026-11-09", "--event-time-end", "2026-11-12"],
+    ]
+    record_build(home, day, "v1")
+    assert read_state(home)["window"] == ["2026-11-09", "2026-11-12"]  # the lookback window: provisional days follow it
+
+    # a late file for a day far behind the lookback, and a rewritten one inside it: both windows start at the late day
+    (home.lake_raw / "raw_dcgm" / "event_date=2026-11-03" / "late.parquet").write_bytes(b"PAR1")
+    (home.lake_raw / "raw_dcgm" / "event_date=2026-11-10" / "raw_dcgm-2026-11-10.parquet").write_bytes(b"PAR1 again")
+    late = plan_window(home, "v1", lookback=2)
+    assert (late.start, late.day_local_start) == (date(2026, 11, 3), date(2026, 11, 3))
+    assert not late.split and late.dbt_invocations() == [late.dbt_args()]
+    record_build(home, late, "v1")
+
+    # a late file inside the lookback and no new day: the day-local models from that day, the rest from the lookback
+    (home.lake_raw / "raw_sacct" / "event_date=2026-11-10" / "late.parquet").write_bytes(b"PAR1")
+    inside = plan_window(home, "v1", lookback=2)
+    assert (inside.start, inside.day_local_start, inside.end) == (
+        date(2026, 11, 9),
+        date(2026, 11, 10),
+        date(2026, 11, 12),
+    )
+    record_build(home, inside, "v1")
+
+    nothing_new = plan_window(home, "v1", lookback=2)  # the last day alone: a build is never empty
+    assert (nothing_new.start, nothing_new.day_local_start) == (date(2026, 11, 9), date(2026, 11, 11))
+
+    no_lookback = plan_window(home, "v1", lookback=0)  # the last build left 11-10 and 11-11 provisional
+    assert (no_lookback.start, no_lookback.day_local_start) == (date(2026, 11, 10), date(2026, 11, 11))
+
+
+def test_day_local_models_read_only_day_local_models_views_of_the_lake_and_seeds(dbt_manifest):
+    """A model tagged day_local is rebuilt only from the first changed lake day (no lookback): its day's rows must come
+    from that day's lake files and earlier ones. So it may read only other day-local models, seeds and staging views of
+    the lake, never a table (e.g. int_calendar_days, whose range grows with later days) or a lookback model, and it
+    carries no is_provisional (that flag changes when later days arrive)."""
+    nodes = json.loads(dbt_manifest.read_text())["nodes"]
+    day_local = {uid for uid, node in nodes.items() if "day_local" in node.get("tags", [])}
+    assert {nodes[uid]["name"] for uid in day_local} >= {"int_dcgm_samples", "int_dcgm_counter_deltas"}
+    problems = []
+    for uid in sorted(day_local):
+        node = nodes[uid]
+        if node["config"].get("incremental_strategy") != "microbatch" or "is_provisional" in node["columns"]:
+            problems.append(f"{node['name']}: not a microbatch model, or has is_provisional")
+        for parent in node["depends_on"]["nodes"]:
+            kind = parent.split(".")[0]
+            if kind in ("seed", "source") or parent in day_local:
+                continue
+            upstream = nodes.get(parent, {})
+            view_of_lake = upstream.get("config", {}).get("materialized") in ("view", "table") and all(
+                p.split(".")[0] in ("source", "seed") for p in upstream.get("depends_on", {}).get("nodes", [])
+            )
+            if not (view_of_lake and upstream.get("name", "").startswith("stg_")):
+                problems.append(f"{node['name']} reads {parent}")
+    assert not problems, problems
