@@ -50,7 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perf_assets.lib.build import prepare_dbt_manifest  # noqa: E402
-from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build  # noqa: E402
+from perf_assets.lib.incremental import (  # noqa: E402
+    day_local_lake_tables,
+    plan_window,
+    project_fingerprint,
+    record_build,
+)
 from perf_assets.lib.paths import DBT_PROJECT_DIR, DataHome  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -80,8 +85,9 @@ def land(simulated: DataHome, home: DataHome, last_day: str, held_back: bool) ->
 def dbt_build(home: DataHome, env: dict, log: Path, target: Path, lookback: int, last_day_alone: bool = False) -> dict:
     """One dbt build over plan_window's days (or the last lake day alone), timed and split; records the build like the
     Dagster asset does."""
-    fingerprint = project_fingerprint(DBT_PROJECT_DIR / "target" / "manifest.json")
-    window = plan_window(home, fingerprint, lookback=lookback)
+    manifest_path = DBT_PROJECT_DIR / "target" / "manifest.json"
+    fingerprint = project_fingerprint(manifest_path)
+    window = plan_window(home, fingerprint, lookback=lookback, day_local_tables=day_local_lake_tables(manifest_path))
     if last_day_alone:  # the floor of an added day: the window plan_window gives a lookback-0 build after a new day
         window = dataclasses.replace(window, start=window.end - timedelta(days=1), reason="the last day alone")
     wall, results, manifest = 0.0, [], {}

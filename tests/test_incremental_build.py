@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
@@ -365,3 +366,101 @@ def test_day_local_models_read_only_day_local_models_views_of_the_lake_and_seeds
             if not (view_of_lake and upstream.get("name", "").startswith("stg_")):
                 problems.append(f"{node['name']} reads {parent}")
     assert not problems, problems
+
+
+def _copy_home(source: DataHome, target: Path) -> DataHome:
+    """A copy of a built data home: lake and landing hard-linked (never rewritten in place), the warehouse copied."""
+
+    def copy(src: str, dst: str) -> None:
+        (shutil.copy2 if Path(src).is_relative_to(source.warehouse_dir) else os.link)(src, dst)
+
+    shutil.copytree(source.root, target, copy_function=copy)
+    return DataHome(target)
+
+
+@pytest.mark.slow
+def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, demo_home, monkeypatch):
+    """perfwh build with every model and test, after a DCGM file of the day before the last is rewritten: the Dagster
+    asset runs two dbt builds, the day-local models from that day and the rest over the lookback (from two days before
+    the last). Sentinels in the copied warehouse show which days each rebuilt; every other row of every table equals
+    the demo's full build of the same lake. Reuses demo_home; ~1-2 min on 2 shared cores (one 3-day build of 14)."""
+    from perf_assets.lib.build import build
+
+    monkeypatch.setenv("PERFWH_INCREMENTAL_LOOKBACK_DAYS", "2")
+    home = _copy_home(demo_home, tmp_path / "home")
+    days = sorted(p.name.split("=")[1] for p in (home.lake_raw / "raw_dcgm").glob("event_date=*"))
+    rewritten_day, lookback_start = days[-2], days[-3]
+    rewritten = sorted((home.lake_raw / "raw_dcgm" / f"event_date={rewritten_day}").glob("*.parquet"))[0]
+    content = rewritten.read_bytes()
+    rewritten.unlink()  # a new inode: the demo's hard-linked file stays as it was
+    rewritten.write_bytes(content)  # same rows, new mtime: a rewritten file, as a compaction makes
+    with duckdb.connect(str(home.warehouse_db)) as con:
+        # day-local: the rewritten day's rows must come back; the lookback day's marked row must stay as it is
+        con.execute(f"delete from intermediate.int_dcgm_samples where sampled_date = date '{rewritten_day}'")
+        con.execute(
+            "update intermediate.int_dcgm_node_days set dcgm_gpu_util_samples = -1 "
+            f"where metric_date = date '{lookback_start}'"
+        )
+        # not day-local: the lookback day's rows must come back
+        con.execute(f"delete from intermediate.int_node_day_ledger where metric_date = date '{lookback_start}'")
+
+    assert build(home, selection=WAREHOUSE_ASSETS)  # models and their checks: the asset takes the split
+    state = read_state(home)
+    assert state["window"] == [lookback_start, (date.fromisoformat(days[-1]) + timedelta(days=1)).isoformat()]
+    assert state["full_refresh"] is False and state["lake_files"] == lake_files(home.lake_raw)
+
+    with duckdb.connect(str(home.warehouse_db), read_only=True) as con:
+        built = con.execute("select current_database()").fetchone()[0]
+        con.execute(f"attach '{demo_home.warehouse_db}' as demo (read_only)")
+        marked = con.execute(
+            "select count(*) from intermediate.int_dcgm_node_days "
+            f"where metric_date = date '{lookback_start}' and dcgm_gpu_util_samples = -1"
+        ).fetchone()[0]
+        assert marked > 0  # the day-local models did not rebuild the lookback day
+        names = con.execute(
+            "select table_schema, table_name from information_schema.tables where table_catalog = 'demo' "
+            "and table_type = 'BASE TABLE' and table_schema in ('intermediate', 'main') order by all"
+        ).fetchall()
+        problems = []
+        for schema, name in names:
+            columns = ", ".join(
+                f'"{c}"'
+                for (c,) in con.execute(
+                    "select column_name from information_schema.columns where table_catalog = 'demo' "
+                    "and table_schema = ? and table_name = ? order by ordinal_position",
+                    [schema, name],
+                ).fetchall()
+            )
+            where = f"where metric_date <> date '{lookback_start}'" if name == "int_dcgm_node_days" else ""
+            differ = [
+                con.execute(
+                    f'select count(*) from (select {columns} from {a}."{schema}"."{name}" {where} '
+                    f'except all select {columns} from {b}."{schema}"."{name}" {where})'
+                ).fetchone()[0]
+                for a, b in ((built, "demo"), ("demo", built))
+            ]
+            if any(differ):
+                left = con.execute(f'select {columns} from {built}."{schema}"."{name}" {where}').df()
+                right = con.execute(f'select {columns} from demo."{schema}"."{name}" {where}').df()
+                problems += compare_frames(f"{schema}.{name}", left, right, rel_tol=REL_TOL, abs_tol=ABS_TOL).problems
+        assert len(names) > 40 and not problems, "\n".join(problems[:20])
+
+
+def test_only_the_lake_tables_the_day_local_models_read_move_their_window(tmp_path, dbt_manifest):
+    """A new day's sacct export rewrites the day before (jobs running across midnight): that moves the lookback
+    window's start, not the day-local models', which read no sacct (their tables come from the manifest)."""
+    from perf_assets.lib.incremental import day_local_lake_tables
+
+    tables = day_local_lake_tables(dbt_manifest)
+    assert {"raw_dcgm", "raw_nvidia_smi", "raw_probe_results"} <= tables and "raw_sacct" not in tables
+    days = [f"2026-11-{d:02d}" for d in range(1, 11)]
+    home = _lake(tmp_path, {"raw_dcgm": days, "raw_sacct": days})
+    record_build(home, plan_window(home, "v1", lookback=2, day_local_tables=tables), "v1")
+    for table in ("raw_dcgm", "raw_sacct"):
+        (home.lake_raw / table / "event_date=2026-11-11").mkdir()
+        (home.lake_raw / table / "event_date=2026-11-11" / "new.parquet").write_bytes(b"PAR1")
+    (home.lake_raw / "raw_sacct" / "event_date=2026-11-10" / "compacted.parquet").write_bytes(b"PAR1")
+    window = plan_window(home, "v1", lookback=2, day_local_tables=tables)
+    assert (window.start, window.day_local_start) == (date(2026, 11, 9), date(2026, 11, 11))
+    every_table = plan_window(home, "v1", lookback=2)  # without the manifest's tables: every changed file counts
+    assert (every_table.start, every_table.day_local_start) == (date(2026, 11, 9), date(2026, 11, 10))

@@ -36,6 +36,7 @@ STATE_FILE = "incremental_state.json"
 DEFAULT_LOOKBACK_DAYS = 2
 LOOKBACK_ENV = "PERFWH_INCREMENTAL_LOOKBACK_DAYS"
 BACKFILL_BATCH_SIZE_ENV = "PERFWH_BACKFILL_BATCH_SIZE"
+DAY_LOCAL_TAG = "day_local"  # dbt tag of the models whose day reads only lake files of that day and earlier days
 DAY_LOCAL_SELECTOR = "day_local"  # dbt_project/selectors.yml: the day-local models, their parents and their tests
 AFTER_DAY_LOCAL_SELECTOR = "after_day_local"  # every other node
 BATCH_SIZES = ("day", "month", "year")  # dbt microbatch batch sizes that keep UTC days whole
@@ -223,10 +224,35 @@ def read_state(home: DataHome) -> dict | None:
     return state if isinstance(state, dict) and isinstance(state.get("lake_files"), dict) else None
 
 
+def day_local_lake_tables(manifest_path: Path) -> frozenset[str]:
+    """The lake tables (source identifiers, the folder names under lake/raw/) the day-local models (tag day_local)
+    read, directly or through their parents: only these tables' new or rewritten files move the day-local window
+    (a day's sacct file rewritten when the next day's export lands moves the lookback window alone)."""
+    manifest = json.loads(manifest_path.read_text())
+    nodes, sources = manifest.get("nodes", {}), manifest.get("sources", {})
+    pending = [uid for uid, node in nodes.items() if DAY_LOCAL_TAG in node.get("tags", [])]
+    seen: set[str] = set()
+    tables: set[str] = set()
+    while pending:
+        uid = pending.pop()
+        if uid in seen:
+            continue
+        seen.add(uid)
+        if uid in sources:
+            tables.add(sources[uid].get("identifier") or sources[uid]["name"])
+        pending += nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
+    return frozenset(tables)
+
+
 def plan_window(
-    home: DataHome, fingerprint: str, full_refresh: bool = False, lookback: int | None = None
+    home: DataHome,
+    fingerprint: str,
+    full_refresh: bool = False,
+    lookback: int | None = None,
+    day_local_tables: frozenset[str] | None = None,
 ) -> BuildWindow:
-    """The days the next dbt build rebuilds (today alone while the lake has no day)."""
+    """The days the next dbt build rebuilds (today alone while the lake has no day). day_local_tables: the lake tables
+    the day-local models read (day_local_lake_tables); None: every table's changed files move their window too."""
     lookback = lookback_days() if lookback is None else lookback
     files = lake_files(home.lake_raw)
     days = _lake_days(files)
@@ -254,10 +280,15 @@ def plan_window(
     reason = f"lookback {lookback} day(s)" + (f"; late files for {', '.join(map(str, old))}" if old else "")
     if unsettled is not None and unsettled < min([last - timedelta(days=lookback), *late]):
         reason += f"; the last build's provisional days from {unsettled}"
-    # The day-local models: the earliest changed file's day (a new day's files are new), else the last day alone (a
-    # build with no new file still rebuilds one day, as cheap as it gets). Never before the window: their parents
-    # are views and seeds, and a late day in the window is in `late`.
-    day_local_start = max(start, min([last, *late]))
+    # The day-local models: the earliest day of a changed file of a table they read (a new day's files are new), else
+    # the last day alone (a build with no new file still rebuilds one day, as cheap as it gets). Never before the
+    # window: their parents are views and seeds, and a late day in the window is in `late`.
+    local_late = [
+        _day_of(path)
+        for path, stat in files.items()
+        if seen.get(path) != stat and (day_local_tables is None or Path(path).parts[0] in day_local_tables)
+    ]
+    day_local_start = max(start, min([last, *local_late]))
     return BuildWindow(start, end, False, reason, files, lookback, day_local_start=day_local_start)
 
 

@@ -7,7 +7,7 @@ from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.contracts import WRITER_POOL
 from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
-from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build
+from perf_assets.lib.incremental import day_local_lake_tables, plan_window, project_fingerprint, record_build
 from perf_assets.lib.mart_figures import mart_figures
 from perf_assets.lib.spark_marts import is_spark_target, load_spark_tables
 from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
@@ -64,7 +64,12 @@ def warehouse_dbt_models(
     failure: Exception | None = None
     with warehouse_write_lock(home):
         fingerprint = project_fingerprint(dbt_project.manifest_path)
-        window = plan_window(home, fingerprint, full_refresh=config.full_refresh)
+        window = plan_window(
+            home,
+            fingerprint,
+            full_refresh=config.full_refresh,
+            day_local_tables=day_local_lake_tables(dbt_project.manifest_path),
+        )
         context.log.info(f"incremental models: {window.describe()}")
         # Every model and test selected: one build, or two when the day-local models rebuild fewer days
         # (window.split; dbt selectors, which override a --select). A subset (models chosen in the UI, checks left
