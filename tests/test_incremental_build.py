@@ -379,12 +379,12 @@ def _copy_home(source: DataHome, target: Path) -> DataHome:
 
 
 @pytest.mark.slow
-def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, demo_home, monkeypatch):
+def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, demo_home, dbt_manifest, monkeypatch):
     """perfwh build with every model and test, after a DCGM file of the day before the last is rewritten: the Dagster
     asset runs two dbt builds, the day-local models from that day and the rest over the lookback (from two days before
-    the last). Sentinels in the copied warehouse show which days each rebuilt; every other row of every table equals
-    the demo's full build of the same lake. Reuses demo_home; 5.6 min at a load average of 10 on 2 shared cores (the
-    dbt builds 154 s of it: one 1-day and one 3-day build of 14 days, with their data tests)."""
+    the last). Sentinels in the copied warehouse show which days each rebuilt; every other row of the day-local tables
+    and of the tables that read them equals the demo's full build of the same lake. Reuses demo_home; 7.9 min at a load average of 11-13 on 2 shared cores
+    (the two dbt builds of 14 days, 1 and 3 days, with their data tests, then the comparison)."""
     from perf_assets.lib.build import build
 
     monkeypatch.setenv("PERFWH_INCREMENTAL_LOOKBACK_DAYS", "2")
@@ -419,10 +419,25 @@ def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, 
             "select metric_date::varchar from intermediate.int_dcgm_node_days where node = 'sentinel-node'"
         ).fetchall()
         assert sentinels == [(lookback_start,)]  # the day-local models rebuilt the rewritten day, not the lookback's
-        names = con.execute(
-            "select table_schema, table_name from information_schema.tables where table_catalog = 'demo' "
-            "and table_type = 'BASE TABLE' and table_schema in ('intermediate', 'main') order by all"
-        ).fetchall()
+        # What the split can get wrong: the day-local tables (built over fewer days than before) and the tables that
+        # read them (rebuilt over the lookback from them). The other tables are rebuilt from unchanged inputs as
+        # before; comparing all of them cost ~400 s more under load.
+        nodes = json.loads(dbt_manifest.read_text())["nodes"]
+        day_local = {node["name"] for node in nodes.values() if "day_local" in node.get("tags", [])}
+        readers = {
+            node["name"]
+            for node in nodes.values()
+            if node["resource_type"] == "model"
+            and any(parent.split(".")[-1] in day_local for parent in node["depends_on"]["nodes"])
+        }
+        names = [
+            (schema, name)
+            for schema, name in con.execute(
+                "select table_schema, table_name from information_schema.tables where table_catalog = 'demo' "
+                "and table_type = 'BASE TABLE' and table_schema in ('intermediate', 'main') order by all"
+            ).fetchall()
+            if name in day_local | readers | {"fct_cluster_day", "metric_tree_daily"}
+        ]
         problems = []
         for schema, name in names:
             columns = ", ".join(
@@ -445,7 +460,7 @@ def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, 
                 left = con.execute(f'select {columns} from {built}."{schema}"."{name}" {where}').df()
                 right = con.execute(f'select {columns} from demo."{schema}"."{name}" {where}').df()
                 problems += compare_frames(f"{schema}.{name}", left, right, rel_tol=REL_TOL, abs_tol=ABS_TOL).problems
-        assert len(names) > 40 and not problems, "\n".join(problems[:20])
+        assert len(names) >= len(day_local) + 5 and not problems, "\n".join(problems[:20])
 
 
 def test_only_the_lake_tables_the_day_local_models_read_move_their_window(tmp_path, dbt_manifest):
