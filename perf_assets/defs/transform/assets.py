@@ -52,9 +52,11 @@ def warehouse_dbt_models(
     the DuckDB warehouse file (lib.spark_marts), which detection writes to and the snapshot is published from.
 
     The incremental models rebuild the days lib.incremental.plan_window picks (new days, the lookback, days a late
-    file landed for; everything on the first build, after a project change or with full_refresh); what was built is
-    recorded only when the run built every model (not a subset of them; the data tests may have been left out), so a
-    partial run never hides a late day.
+    file landed for; everything on the first build, after a project change or with full_refresh). When every model and
+    check runs and the day-local models rebuild fewer days, that is two dbt builds (BuildWindow.dbt_invocations: the
+    day-local models, then the rest); their events are yielded in order and a failure in either fails the asset. What
+    was built is recorded only when the run built every model (not a subset of them; the data tests may have been
+    left out) and every dbt build succeeded, so a partial run never hides a late day.
 
     dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
     in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
