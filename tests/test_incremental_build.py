@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
@@ -291,3 +292,192 @@ def test_auto_batch_size_is_day_when_a_footer_cannot_be_read(tmp_path, monkeypat
     home = _lake(tmp_path, {"raw_dcgm": ["2026-11-01"]})  # 4 bytes: no footer
     window = plan_window(home, "v1", lookback=2)
     assert window.batch_size == "day" and "could not be read" in window.describe()
+
+
+def test_day_local_models_rebuild_from_the_first_changed_day_and_the_rest_over_the_lookback(tmp_path):
+    """The split of an incremental build (docs/incremental.md, "Day-local models"): the day-local models (selector
+    day_local) rebuild from the earliest day a new or rewritten lake file belongs to, everything else (selector
+    after_day_local) over the lookback window, first the former; a late file behind the lookback moves both."""
+    days = [f"2026-11-{d:02d}" for d in range(1, 11)]
+    home = _lake(tmp_path, {"raw_dcgm": days, "raw_sacct": days})
+    full = plan_window(home, "v1", lookback=2)
+    assert not full.split and full.dbt_invocations() == [full.dbt_args()]  # a full refresh is one build
+    record_build(home, full, "v1")
+
+    for table in ("raw_dcgm", "raw_sacct"):  # one new day
+        (home.lake_raw / table / "event_date=2026-11-11").mkdir()
+        (home.lake_raw / table / "event_date=2026-11-11" / "new.parquet").write_bytes(b"PAR1")
+    day = plan_window(home, "v1", lookback=2)
+    assert (day.start, day.day_local_start, day.end) == (date(2026, 11, 9), date(2026, 11, 11), date(2026, 11, 12))
+    assert day.split and "day-local models from 2026-11-11 (1 day(s))" in day.describe()
+    assert day.dbt_invocations() == [
+        ["--selector", "day_local", "--event-time-start", "2026-11-11", "--event-time-end", "2026-11-12"],
+        ["--selector", "after_day_local", "--event-time-start", "2026-11-09", "--event-time-end", "2026-11-12"],
+    ]
+    record_build(home, day, "v1")
+    assert read_state(home)["window"] == ["2026-11-09", "2026-11-12"]  # the lookback window: provisional days follow it
+
+    # a late file for a day far behind the lookback, and a rewritten one inside it: both windows start at the late day
+    (home.lake_raw / "raw_dcgm" / "event_date=2026-11-03" / "late.parquet").write_bytes(b"PAR1")
+    (home.lake_raw / "raw_dcgm" / "event_date=2026-11-10" / "raw_dcgm-2026-11-10.parquet").write_bytes(b"PAR1 again")
+    late = plan_window(home, "v1", lookback=2)
+    assert (late.start, late.day_local_start) == (date(2026, 11, 3), date(2026, 11, 3))
+    assert not late.split and late.dbt_invocations() == [late.dbt_args()]
+    record_build(home, late, "v1")
+
+    # a late file inside the lookback and no new day: the day-local models from that day, the rest from the lookback
+    (home.lake_raw / "raw_sacct" / "event_date=2026-11-10" / "late.parquet").write_bytes(b"PAR1")
+    inside = plan_window(home, "v1", lookback=2)
+    assert (inside.start, inside.day_local_start, inside.end) == (
+        date(2026, 11, 9),
+        date(2026, 11, 10),
+        date(2026, 11, 12),
+    )
+    record_build(home, inside, "v1")
+
+    nothing_new = plan_window(home, "v1", lookback=2)  # the last day alone: a build is never empty
+    assert (nothing_new.start, nothing_new.day_local_start) == (date(2026, 11, 9), date(2026, 11, 11))
+
+    no_lookback = plan_window(home, "v1", lookback=0)  # the last build left 11-10 and 11-11 provisional
+    assert (no_lookback.start, no_lookback.day_local_start) == (date(2026, 11, 10), date(2026, 11, 11))
+
+
+def test_day_local_models_read_only_day_local_models_views_of_the_lake_and_seeds(dbt_manifest):
+    """A model tagged day_local is rebuilt only from the first changed lake day (no lookback): its day's rows must come
+    from that day's lake files and earlier ones. So it may read only other day-local models, seeds and staging views of
+    the lake, never a table (e.g. int_calendar_days, whose range grows with later days) or a lookback model, and it
+    carries no is_provisional (that flag changes when later days arrive)."""
+    nodes = json.loads(dbt_manifest.read_text())["nodes"]
+    day_local = {uid for uid, node in nodes.items() if "day_local" in node.get("tags", [])}
+    assert {nodes[uid]["name"] for uid in day_local} >= {"int_dcgm_samples", "int_dcgm_counter_deltas"}
+    problems = []
+    for uid in sorted(day_local):
+        node = nodes[uid]
+        if node["config"].get("incremental_strategy") != "microbatch" or "is_provisional" in node["columns"]:
+            problems.append(f"{node['name']}: not a microbatch model, or has is_provisional")
+        for parent in node["depends_on"]["nodes"]:
+            kind = parent.split(".")[0]
+            if kind in ("seed", "source") or parent in day_local:
+                continue
+            upstream = nodes.get(parent, {})
+            view_of_lake = upstream.get("config", {}).get("materialized") in ("view", "table") and all(
+                p.split(".")[0] in ("source", "seed") for p in upstream.get("depends_on", {}).get("nodes", [])
+            )
+            if not (view_of_lake and upstream.get("name", "").startswith("stg_")):
+                problems.append(f"{node['name']} reads {parent}")
+    assert not problems, problems
+
+
+def _copy_home(source: DataHome, target: Path) -> DataHome:
+    """A copy of a built data home: lake and landing hard-linked (never rewritten in place), the warehouse copied."""
+
+    def copy(src: str, dst: str) -> None:
+        (shutil.copy2 if Path(src).is_relative_to(source.warehouse_dir) else os.link)(src, dst)
+
+    shutil.copytree(source.root, target, copy_function=copy)
+    return DataHome(target)
+
+
+@pytest.mark.slow
+def test_a_split_day_build_through_perfwh_build_equals_the_full_build(tmp_path, demo_home, dbt_manifest, monkeypatch):
+    """perfwh build with every model and test, after a DCGM file of the day before the last is rewritten: the Dagster
+    asset runs two dbt builds, the day-local models from that day and the rest over the lookback (from two days before
+    the last). Sentinels in the copied warehouse show which days each rebuilt; every other row of the day-local tables
+    and of the tables that read them equals the demo's full build of the same lake. Reuses demo_home; 7.9 min at a load average of 11-13 on 2 shared cores
+    (the two dbt builds of 14 days, 1 and 3 days, with their data tests, then the comparison)."""
+    from perf_assets.lib.build import build
+
+    monkeypatch.setenv("PERFWH_INCREMENTAL_LOOKBACK_DAYS", "2")
+    home = _copy_home(demo_home, tmp_path / "home")
+    days = sorted(p.name.split("=")[1] for p in (home.lake_raw / "raw_dcgm").glob("event_date=*"))
+    rewritten_day, lookback_start = days[-2], days[-3]
+    rewritten = sorted((home.lake_raw / "raw_dcgm" / f"event_date={rewritten_day}").glob("*.parquet"))[0]
+    content = rewritten.read_bytes()
+    rewritten.unlink()  # a new inode: the demo's hard-linked file stays as it was
+    rewritten.write_bytes(content)  # same rows, new mtime: a rewritten file, as a compaction makes
+    with duckdb.connect(str(home.warehouse_db)) as con:
+        # day-local: the rewritten day's rows must come back, and a made-up node's row of that day go; the made-up
+        # row of the lookback's first day must stay (fct_node_day joins this table to the ledger's nodes: no effect)
+        con.execute(f"delete from intermediate.int_dcgm_samples where sampled_date = date '{rewritten_day}'")
+        for day in (rewritten_day, lookback_start):
+            con.execute(
+                "insert into intermediate.int_dcgm_node_days by name "
+                f"select 'sentinel-node' as node, date '{day}' as metric_date"
+            )
+        # not day-local: the lookback day's rows must come back
+        con.execute(f"delete from intermediate.int_node_day_ledger where metric_date = date '{lookback_start}'")
+
+    assert build(home, selection=WAREHOUSE_ASSETS)  # models and their checks: the asset takes the split
+    state = read_state(home)
+    assert state["window"] == [lookback_start, (date.fromisoformat(days[-1]) + timedelta(days=1)).isoformat()]
+    assert state["full_refresh"] is False and state["lake_files"] == lake_files(home.lake_raw)
+
+    with duckdb.connect(str(home.warehouse_db), read_only=True) as con:
+        built = con.execute("select current_database()").fetchone()[0]
+        con.execute(f"attach '{demo_home.warehouse_db}' as demo (read_only)")
+        sentinels = con.execute(
+            "select metric_date::varchar from intermediate.int_dcgm_node_days where node = 'sentinel-node'"
+        ).fetchall()
+        assert sentinels == [(lookback_start,)]  # the day-local models rebuilt the rewritten day, not the lookback's
+        # What the split can get wrong: the day-local tables (built over fewer days than before) and the tables that
+        # read them (rebuilt over the lookback from them). The other tables are rebuilt from unchanged inputs as
+        # before; comparing all of them cost ~400 s more under load.
+        nodes = json.loads(dbt_manifest.read_text())["nodes"]
+        day_local = {node["name"] for node in nodes.values() if "day_local" in node.get("tags", [])}
+        readers = {
+            node["name"]
+            for node in nodes.values()
+            if node["resource_type"] == "model"
+            and any(parent.split(".")[-1] in day_local for parent in node["depends_on"]["nodes"])
+        }
+        names = [
+            (schema, name)
+            for schema, name in con.execute(
+                "select table_schema, table_name from information_schema.tables where table_catalog = 'demo' "
+                "and table_type = 'BASE TABLE' and table_schema in ('intermediate', 'main') order by all"
+            ).fetchall()
+            if name in day_local | readers | {"fct_cluster_day", "metric_tree_daily"}
+        ]
+        problems = []
+        for schema, name in names:
+            columns = ", ".join(
+                f'"{c}"'
+                for (c,) in con.execute(
+                    "select column_name from information_schema.columns where table_catalog = 'demo' "
+                    "and table_schema = ? and table_name = ? order by ordinal_position",
+                    [schema, name],
+                ).fetchall()
+            )
+            where = "where node <> 'sentinel-node'" if name == "int_dcgm_node_days" else ""
+            differ = [
+                con.execute(
+                    f'select count(*) from (select {columns} from {a}."{schema}"."{name}" {where} '
+                    f'except all select {columns} from {b}."{schema}"."{name}" {where})'
+                ).fetchone()[0]
+                for a, b in ((built, "demo"), ("demo", built))
+            ]
+            if any(differ):
+                left = con.execute(f'select {columns} from {built}."{schema}"."{name}" {where}').df()
+                right = con.execute(f'select {columns} from demo."{schema}"."{name}" {where}').df()
+                problems += compare_frames(f"{schema}.{name}", left, right, rel_tol=REL_TOL, abs_tol=ABS_TOL).problems
+        assert len(names) >= len(day_local) + 5 and not problems, "\n".join(problems[:20])
+
+
+def test_only_the_lake_tables_the_day_local_models_read_move_their_window(tmp_path, dbt_manifest):
+    """A new day's sacct export rewrites the day before (jobs running across midnight): that moves the lookback
+    window's start, not the day-local models', which read no sacct (their tables come from the manifest)."""
+    from perf_assets.lib.incremental import day_local_lake_tables
+
+    tables = day_local_lake_tables(dbt_manifest)
+    assert {"raw_dcgm", "raw_nvidia_smi", "raw_probe_results"} <= tables and "raw_sacct" not in tables
+    days = [f"2026-11-{d:02d}" for d in range(1, 11)]
+    home = _lake(tmp_path, {"raw_dcgm": days, "raw_sacct": days})
+    record_build(home, plan_window(home, "v1", lookback=2, day_local_tables=tables), "v1")
+    for table in ("raw_dcgm", "raw_sacct"):
+        (home.lake_raw / table / "event_date=2026-11-11").mkdir()
+        (home.lake_raw / table / "event_date=2026-11-11" / "new.parquet").write_bytes(b"PAR1")
+    (home.lake_raw / "raw_sacct" / "event_date=2026-11-10" / "compacted.parquet").write_bytes(b"PAR1")
+    window = plan_window(home, "v1", lookback=2, day_local_tables=tables)
+    assert (window.start, window.day_local_start) == (date(2026, 11, 9), date(2026, 11, 11))
+    every_table = plan_window(home, "v1", lookback=2)  # without the manifest's tables: every changed file counts
+    assert (every_table.start, every_table.day_local_start) == (date(2026, 11, 9), date(2026, 11, 10))

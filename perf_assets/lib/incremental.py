@@ -9,7 +9,10 @@ This module decides them from the lake, so that a build reprocesses exactly what
   fixed cost per batch, more memory per batch; `auto`, the default: `month` when the lake's largest calendar month
   holds at most AUTO_MONTH_MAX_SAMPLES telemetry samples, else `day`);
 * otherwise: from the earliest of (the last lake day − `lookback_days`) and every day a new or rewritten lake file
-  belongs to (a late file for an old day), up to the last lake day.
+  belongs to (a late file for an old day), up to the last lake day. The day-local models (dbt tag `day_local`: a
+  day's rows read only lake files of that day and earlier days) need no lookback: they are built in a first dbt build
+  (selector `day_local`) from the earliest day a new or rewritten file belongs to, and everything else in a second one
+  (selector `after_day_local`) over that window (`BuildWindow.dbt_invocations`).
 
 What the warehouse has seen is a small JSON state file beside it, written only after a build of every incremental
 model succeeded: the lake files (path, size, mtime) and a fingerprint of the dbt project. Plain functions, no Dagster.
@@ -33,6 +36,9 @@ STATE_FILE = "incremental_state.json"
 DEFAULT_LOOKBACK_DAYS = 2
 LOOKBACK_ENV = "PERFWH_INCREMENTAL_LOOKBACK_DAYS"
 BACKFILL_BATCH_SIZE_ENV = "PERFWH_BACKFILL_BATCH_SIZE"
+DAY_LOCAL_TAG = "day_local"  # dbt tag of the models whose day reads only lake files of that day and earlier days
+DAY_LOCAL_SELECTOR = "day_local"  # dbt_project/selectors.yml: the day-local models, their parents and their tests
+AFTER_DAY_LOCAL_SELECTOR = "after_day_local"  # every other node
 BATCH_SIZES = ("day", "month", "year")  # dbt microbatch batch sizes that keep UTC days whole
 AUTO_BATCH_SIZE = "auto"  # month batches when the lake's months are small enough, else day (choose_backfill_batch_size)
 # Telemetry samples (raw rows of SAMPLE_TABLES, from the Parquet footers) of the lake's largest calendar month up to
@@ -54,22 +60,47 @@ class BuildWindow:
     lake_files: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
     lookback: int = DEFAULT_LOOKBACK_DAYS
     batch_size: str = "day"
+    # The first day the day-local models rebuild (the earliest day of a new or rewritten lake file, at least `start`
+    # and at most the last day); None: the same as `start`.
+    day_local_start: date | None = None
 
     @property
     def days(self) -> int:
         return (self.end - self.start).days
 
-    def dbt_args(self) -> list[str]:
-        args = ["--event-time-start", self.start.isoformat(), "--event-time-end", self.end.isoformat()]
+    @property
+    def split(self) -> bool:
+        """Whether the day-local models rebuild fewer days than the rest (two dbt builds, see dbt_invocations)."""
+        return not self.full_refresh and self.day_local_start is not None and self.day_local_start > self.start
+
+    def dbt_args(self, start: date | None = None) -> list[str]:
+        """--event-time-start/--event-time-end (from `start`, default the window's), the batch size and
+        --full-refresh."""
+        args = ["--event-time-start", (start or self.start).isoformat(), "--event-time-end", self.end.isoformat()]
         if self.batch_size != "day":  # dbt var read by the daily_microbatch_config macro
             args += ["--vars", json.dumps({"microbatch_batch_size": self.batch_size})]
         return [*args, "--full-refresh"] if self.full_refresh else args
 
+    def dbt_invocations(self) -> list[list[str]]:
+        """The arguments of each dbt build this window takes, in order. Split: the day-local models (selector
+        `day_local`) over [day_local_start, end), then every other node (selector `after_day_local`) over
+        [start, end); the second reads the first's tables. Otherwise one build of everything over [start, end)."""
+        if not self.split:
+            return [self.dbt_args()]
+        return [
+            ["--selector", DAY_LOCAL_SELECTOR, *self.dbt_args(self.day_local_start)],
+            ["--selector", AFTER_DAY_LOCAL_SELECTOR, *self.dbt_args()],
+        ]
+
     def describe(self) -> str:
         kind = "full refresh" if self.full_refresh else "incremental"
         batches = "" if self.batch_size == "day" else f", {self.batch_size} batches"
+        local = ""
+        if self.split:
+            local = f"; day-local models from {self.day_local_start} ({(self.end - self.day_local_start).days} day(s))"
         return (
             f"{kind}: days {self.start} to {self.end - timedelta(days=1)} ({self.days} day(s){batches}; {self.reason})"
+            f"{local}"
         )
 
 
@@ -193,10 +224,35 @@ def read_state(home: DataHome) -> dict | None:
     return state if isinstance(state, dict) and isinstance(state.get("lake_files"), dict) else None
 
 
+def day_local_lake_tables(manifest_path: Path) -> frozenset[str]:
+    """The lake tables (source identifiers, the folder names under lake/raw/) the day-local models (tag day_local)
+    read, directly or through their parents: only these tables' new or rewritten files move the day-local window
+    (a day's sacct file rewritten when the next day's export lands moves the lookback window alone)."""
+    manifest = json.loads(manifest_path.read_text())
+    nodes, sources = manifest.get("nodes", {}), manifest.get("sources", {})
+    pending = [uid for uid, node in nodes.items() if DAY_LOCAL_TAG in node.get("tags", [])]
+    seen: set[str] = set()
+    tables: set[str] = set()
+    while pending:
+        uid = pending.pop()
+        if uid in seen:
+            continue
+        seen.add(uid)
+        if uid in sources:
+            tables.add(sources[uid].get("identifier") or sources[uid]["name"])
+        pending += nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
+    return frozenset(tables)
+
+
 def plan_window(
-    home: DataHome, fingerprint: str, full_refresh: bool = False, lookback: int | None = None
+    home: DataHome,
+    fingerprint: str,
+    full_refresh: bool = False,
+    lookback: int | None = None,
+    day_local_tables: frozenset[str] | None = None,
 ) -> BuildWindow:
-    """The days the next dbt build rebuilds (today alone while the lake has no day)."""
+    """The days the next dbt build rebuilds (today alone while the lake has no day). day_local_tables: the lake tables
+    the day-local models read (day_local_lake_tables); None: every table's changed files move their window too."""
     lookback = lookback_days() if lookback is None else lookback
     files = lake_files(home.lake_raw)
     days = _lake_days(files)
@@ -224,7 +280,16 @@ def plan_window(
     reason = f"lookback {lookback} day(s)" + (f"; late files for {', '.join(map(str, old))}" if old else "")
     if unsettled is not None and unsettled < min([last - timedelta(days=lookback), *late]):
         reason += f"; the last build's provisional days from {unsettled}"
-    return BuildWindow(start, end, False, reason, files, lookback)
+    # The day-local models: the earliest day of a changed file of a table they read (a new day's files are new), else
+    # the last day alone (a build with no new file still rebuilds one day, as cheap as it gets). Never before the
+    # window: their parents are views and seeds, and a late day in the window is in `late`.
+    local_late = [
+        _day_of(path)
+        for path, stat in files.items()
+        if seen.get(path) != stat and (day_local_tables is None or Path(path).parts[0] in day_local_tables)
+    ]
+    day_local_start = max(start, min([last, *local_late]))
+    return BuildWindow(start, end, False, reason, files, lookback, day_local_start=day_local_start)
 
 
 def _unsettled_since(state: dict) -> date | None:

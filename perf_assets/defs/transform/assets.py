@@ -7,7 +7,7 @@ from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.contracts import WRITER_POOL
 from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
-from perf_assets.lib.incremental import plan_window, project_fingerprint, record_build
+from perf_assets.lib.incremental import day_local_lake_tables, plan_window, project_fingerprint, record_build
 from perf_assets.lib.mart_figures import mart_figures
 from perf_assets.lib.spark_marts import is_spark_target, load_spark_tables
 from perf_assets.lib.warehouse import publish_snapshot, warehouse_write_lock
@@ -52,9 +52,11 @@ def warehouse_dbt_models(
     the DuckDB warehouse file (lib.spark_marts), which detection writes to and the snapshot is published from.
 
     The incremental models rebuild the days lib.incremental.plan_window picks (new days, the lookback, days a late
-    file landed for; everything on the first build, after a project change or with full_refresh); what was built is
-    recorded only when the run built every model (not a subset of them; the data tests may have been left out), so a
-    partial run never hides a late day.
+    file landed for; everything on the first build, after a project change or with full_refresh). When every model and
+    check runs and the day-local models rebuild fewer days, that is two dbt builds (BuildWindow.dbt_invocations: the
+    day-local models, then the rest); their events are yielded in order and a failure in either fails the asset. What
+    was built is recorded only when the run built every model (not a subset of them; the data tests may have been
+    left out) and every dbt build succeeded, so a partial run never hides a late day.
 
     dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
     in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
@@ -64,11 +66,23 @@ def warehouse_dbt_models(
     failure: Exception | None = None
     with warehouse_write_lock(home):
         fingerprint = project_fingerprint(dbt_project.manifest_path)
-        window = plan_window(home, fingerprint, full_refresh=config.full_refresh)
+        window = plan_window(
+            home,
+            fingerprint,
+            full_refresh=config.full_refresh,
+            day_local_tables=day_local_lake_tables(dbt_project.manifest_path),
+        )
         context.log.info(f"incremental models: {window.describe()}")
+        # Every model and test selected: one build, or two when the day-local models rebuild fewer days
+        # (window.split; dbt selectors, which override a --select). A subset (models chosen in the UI, checks left
+        # out): dagster-dbt selects it itself, in one build over the whole window, as before the split.
+        every_model = set(context.selected_asset_keys) >= set(context.assets_def.keys)
+        every_check = set(context.selected_asset_check_keys) >= set(context.assets_def.check_keys)
+        invocations = window.dbt_invocations() if every_model and every_check else [window.dbt_args()]
         try:
-            for event in dbt.cli(["build", *window.dbt_args()], context=context).stream():
-                held.append(event)
+            for args in invocations:  # in order; a failure stops here, so the second never runs on a failed first
+                for event in dbt.cli(["build", *args], context=context).stream():
+                    held.append(event)
         except Exception as error:  # yield what was built before re-raising dbt's failure
             failure = error
         if failure is None and is_spark_target(dbt.target):
@@ -85,7 +99,7 @@ def warehouse_dbt_models(
             except Exception as error:  # the figures are extras: a build that succeeded stays a success
                 context.log.warning(f"no row counts, goodput figures or plots for this build: {error!r}")
             context.log.info(f"published {publish_snapshot(home)}")
-            if set(context.selected_asset_keys) >= set(context.assets_def.keys):  # every model; tests may be left out
+            if every_model:  # every model (tests may be left out), and every invocation succeeded
                 record_build(home, window, fingerprint)
     for event in held:  # in dbt's order: each model's output, then its tests' check results
         extra = {}
