@@ -22,7 +22,6 @@ Run: `.venv/bin/python bench/replay_alerts.py HOME [--labels labels.json] [--cac
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -67,9 +66,7 @@ def read_home(home: DataHome) -> dict[str, pd.DataFrame]:
 def detector_config() -> tuple[DetectorConfig, dict[str, float]]:
     """The detection asset's defaults (DetectionConfig) as the library's DetectorConfig."""
     defaults = DetectionConfig()
-    names = {f.name for f in dataclasses.fields(DetectorConfig)}
-    knobs = {name: getattr(defaults, name) for name in names if hasattr(defaults, name)}
-    return DetectorConfig(**knobs), dict(defaults.grain_min_relative_effects)
+    return defaults.detector_config(), dict(defaults.grain_min_relative_effects)
 
 
 def _dates(column: pd.Series) -> pd.Series:

@@ -46,6 +46,27 @@ class DetectionConfig(dg.Config):
     # an epidemic interval's reported end whose other end is a change too needs its own split test (docs/detection.md)
     merge_interval_ends: bool = True
 
+    def detector_config(self) -> DetectorConfig:
+        """This run config as the change-point library's DetectorConfig (the asset, `perfwh detect`-style replays)."""
+        return DetectorConfig(
+            min_segment=self.min_segment,
+            max_pvalue=self.max_pvalue,
+            min_relative_effect=self.min_relative_effect,
+            n_permutations=self.n_permutations,
+            max_permutations=self.max_permutations,
+            seed=self.seed,
+            statistic=self.statistic,
+            epidemic=self.epidemic,
+            max_qvalue=self.max_qvalue,
+            min_relative_effects=dict(self.min_relative_effects),
+            confirm_points=self.confirm_points,
+            fdr_families=self.fdr_families,
+            segmentation=self.segmentation,
+            propose_pvalue=self.propose_pvalue,
+            merge_pvalue=self.merge_pvalue,
+            merge_interval_ends=self.merge_interval_ends,
+        )
+
 
 @dg.asset(
     key=REGRESSIONS_TABLE,
@@ -68,24 +89,7 @@ class DetectionConfig(dg.Config):
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
     home = perfwh.home()
-    detector = DetectorConfig(
-        min_segment=config.min_segment,
-        max_pvalue=config.max_pvalue,
-        min_relative_effect=config.min_relative_effect,
-        n_permutations=config.n_permutations,
-        max_permutations=config.max_permutations,
-        seed=config.seed,
-        statistic=config.statistic,
-        epidemic=config.epidemic,
-        max_qvalue=config.max_qvalue,
-        min_relative_effects=dict(config.min_relative_effects),
-        confirm_points=config.confirm_points,
-        fdr_families=config.fdr_families,
-        segmentation=config.segmentation,
-        propose_pvalue=config.propose_pvalue,
-        merge_pvalue=config.merge_pvalue,
-        merge_interval_ends=config.merge_interval_ends,
-    )
+    detector = config.detector_config()
     with warehouse_write_lock(home):
         connection = connect(home.warehouse_db, read_only=False)
         try:
