@@ -311,6 +311,26 @@ def test_a_change_with_an_nccl_rollout_on_the_affected_nodes_only_ranks_nccl_fir
     assert ranked.iloc[0]["top_cause_dimension"] == "nccl" and ranked.iloc[0]["top_cause_value"] == "2.22.3"
 
 
+def test_dimensions_that_changed_together_tie_and_rank_the_most_specific_first():
+    # a driver rollout reports its new CUDA version with it; an image ships a new NCCL: the estimate cannot
+    # separate the pairs (same nodes, same days), so each says what it is tied with and the specific one leads
+    software = node_software(
+        {
+            "h100-n1": {"driver": "560.35.03", "cuda": "12.6"},
+            "h100-n2": {"driver": "560.35.03", "cuda": "12.6"},
+            "a100-n1": {"nccl": "2.22.3", "image": "trainer:2026.11.1"},
+        }
+    )
+    tree = node_tree({"h100-n1": 0.85, "h100-n2": 0.85, "a100-n1": 0.85})
+    drivers = cause_candidates(row("h100", metric="program_goodput"), dimension_changes(software), TOPOLOGY, tree)
+    assert [(c["dimension"], c["value"]) for c in drivers] == [("driver", "560.35.03"), ("cuda", "12.6")]
+    assert drivers[0]["did_effect"] == drivers[1]["did_effect"] < -0.1
+    assert drivers[0]["tied_with"] == ["cuda=12.6"] and drivers[1]["tied_with"] == ["driver=560.35.03"]
+    image = cause_candidates(row("a100", metric="program_goodput"), dimension_changes(software), TOPOLOGY, tree)
+    assert [c["dimension"] for c in image] == ["nccl", "image"]  # by name, the image would lead
+    assert image[0]["tied_with"] == ["image=trainer:2026.11.1"]
+
+
 def test_a_fleet_wide_change_present_on_peers_too_is_not_a_candidate():
     everywhere = {node: {"driver": "560"} for node in TOPOLOGY.nodes}
     software = node_software(everywhere | {"h100-n1": {"driver": "560", "nccl": "2.22.3"}})

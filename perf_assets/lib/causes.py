@@ -22,6 +22,13 @@ candidate of a cluster change gets the same estimate; ties rank by the share of 
 changed, then by name. The ranking key is the estimate in the direction of the change (the candidate
 whose counterfactual gap is largest the same way as the change comes first); a candidate with no
 estimate (no series for its units) ranks last, with ``did_effect: null`` and a ``reason``.
+
+Dimensions that changed together on the same nodes get the same estimate: the data cannot separate them, and
+each such candidate says so (``tied_with``). Their order is then by specificity (``TIE_ORDER``), not by name: the
+CUDA version a node reports beside its driver is the driver's (nvidia-smi's "CUDA Version" is the newest CUDA the
+driver supports), so a driver and a CUDA change together name the driver; an image carries NCCL, PyTorch and the
+CUDA runtime, so an image that changed together with a component it carries names that component, the image being
+the vehicle. A node-level setting (firmware, power limit) ranks before the software stack.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ CANDIDATE_DIMENSIONS = (*SOFTWARE_DIMENSIONS, "rack", "node")
 CAUSE_WINDOW = timedelta(days=1)
 N_BOOTSTRAP = 400
 CHANGE_COLUMNS = ["node", "changed_at", "dimension", "from_version", "to_version"]
+# the order of candidates whose estimates tie (changed together on the same units), most specific first (docstring)
+TIE_ORDER = ("driver", "firmware", "power_limit_w", "nccl", "torch", "cuda", "image", "rack", "node")
 
 
 def _version_text(value: object) -> str:
@@ -295,10 +304,22 @@ def cause_candidates(
             c["did_effect"] is None,
             -(sign * c["did_effect"]) if c["did_effect"] is not None else 0.0,
             -c["share_of_entity_nodes"],
+            TIE_ORDER.index(c["dimension"]) if c["dimension"] in TIE_ORDER else len(TIE_ORDER),
             c["dimension"],
             str(c["value"]),
         )
     )
+    for candidate in out:
+        tied = [
+            f"{other['dimension']}={other['value']}"
+            for other in out
+            if other is not candidate
+            and other["did_effect"] is not None
+            and other["did_effect"] == candidate["did_effect"]
+            and other["nodes"] == candidate["nodes"]
+        ]
+        if tied:
+            candidate["tied_with"] = tied
     return out
 
 

@@ -513,6 +513,7 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
             else "unknown",
             pct(c.get("did_effect")),
             f"{pct(c['did_ci'][0])} to {pct(c['did_ci'][1])}" if c.get("did_ci") else "unknown",
+            ", ".join(c.get("tied_with") or []) or "none",
         ]
         for c in data["causes"]
     ]
@@ -576,7 +577,26 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
         "<h2>Segments: mix versus rate</h2>" + segment_section,
         "<h2>Cause candidates</h2>"
         + (
-            table(["dimension", "value", "from", "to", "nodes", "diff-in-diff effect", "95 % CI"], cause_rows, 5)
+            table(
+                [
+                    "dimension",
+                    "value",
+                    "from",
+                    "to",
+                    "nodes",
+                    "diff-in-diff effect",
+                    "95 % CI",
+                    "changed together with",
+                ],
+                cause_rows,
+                5,
+            )
+            + (
+                '<p class="note">Candidates that changed together on the same nodes have the same estimate: the data '
+                "cannot separate them; they are listed most specific first (docs/detection.md).</p>"
+                if any(c.get("tied_with") for c in data["causes"])
+                else ""
+            )
             if cause_rows
             else "<p>No cause candidates (unknown).</p>"
         ),
