@@ -279,6 +279,18 @@ def test_gpu_hours_moving_from_h100_to_a100_read_as_mix_in_the_section_6_lens():
     segments = {seg["segment"]: seg for seg in json.loads(row["segments"])}
     assert segments["a100"]["weight_before"] == pytest.approx(0.4, abs=0.01)  # shares of allocated GPU-hours
     assert segments["a100"]["weight_after"] == pytest.approx(0.6, abs=0.01)
+    # each cluster's allocation change carries the fleet's split over its own windows (at most a week either side),
+    # so a mix shift whose fleet series did not move enough to be detected still says mix
+    sides = found[(found["grain"] == "cluster") & (found["metric"] == "allocation")].set_index("entity_id")
+    assert sides.loc["h100", "change_kind"] == "regression" and sides.loc["a100", "change_kind"] == "improvement"
+    for cluster in ("h100", "a100"):
+        fleet = json.loads(sides.loc[cluster, "fleet_split"])
+        assert fleet["metric"] == "goodput_ref" and fleet["mix_basis"] == "allocated_gs"
+        assert fleet["attribution"] == "mix" and fleet["change_date"] == str(START + timedelta(days=8))
+        assert fleet["before_start_date"] == str(START + timedelta(days=1))  # 7 days before the change, not 8
+        parts = fleet["mix_effect"] + fleet["rate_effect"] + fleet["occupancy_effect"]
+        assert parts == pytest.approx(fleet["relative_change"], rel=1e-9) and fleet["relative_change"] < -0.1
+    assert found[found["metric"] != "allocation"]["fleet_split"].isna().all()
     # in own-peak weights (peak-FLOP-seconds) an A100 GPU-hour weighs 312/989 of an H100's: occupancy lost
     own_peak = detect_regressions(sku_fleet_metric_tree(with_reference=False), rollout([], START), clusters, CONFIG)
     row = own_peak[(own_peak["grain"] == "fleet") & (own_peak["metric"] == "goodput")].iloc[0]

@@ -141,3 +141,34 @@ def test_unknown_is_never_zero():
     drawn = svg.waterfall(("eligible", 1.0), [("queue", 0.2), ("program (P) loss", None)], "useful", unit="share")
     assert drawn.count("unknown") == 2  # the unknown step and the end it makes unknown
     assert "unknown" in svg.bar_chart([("allocation", None)], unit="Δln")
+
+
+def test_a_cluster_allocation_alert_shows_the_fleets_split_over_its_windows(tmp_path):
+    """The mix shift's sending side pages as a cluster allocation drop: the page says what the fleet's goodput did
+    over that change's windows (detection's `fleet_split`), mix, rate and occupancy with the clusters' weights."""
+    from perf_assets.lib.paths import DataHome
+
+    fleet = {
+        "entity_id": "a100-west",
+        "metric": "goodput_ref",
+        "before_start_date": "2026-10-13",
+        "change_date": "2026-10-20",
+        "after_end_date": "2026-10-25",
+        "relative_change": -0.103,
+        "mix_effect": -0.039,
+        "rate_effect": -0.033,
+        "occupancy_effect": -0.031,
+        "attribution": "mix",
+        "mix_basis": "allocated_gs",
+        "segments": [{"segment": "a100-west", "weight_before": 0.24, "weight_after": 0.30, "mix_effect": -0.05}],
+    }
+    alert = {"alert_id": "a1", "headline_metric": "allocation", "change_date": "2026-10-22", "summary": "h100-west"}
+    alert |= {"grain": "cluster", "entity_id": "h100-west", "direction": "regression", "status": "open"}
+    data = {"alert": alert, "evidence": {"change_date": "2026-10-22"}, "series": [], "unit": None, "band": None}
+    data |= {"factors": {}, "causes": [], "coinciding": [], "children": [], "units": {}, "impact": {}, "split": {}}
+    html = html_report.render_alert(data | {"fleet_split": fleet}, DataHome(tmp_path))
+    _self_contained(html)
+    assert "The fleet over the windows of a100-west's allocation change" in html
+    assert "goodput_ref -10.3 %" in html and "mix -3.9 %" in html and "occupancy -3.1 %" in html
+    assert "reported as <b>mix</b>" in html and "30.0 %" in html
+    assert "The fleet over" not in html_report.render_alert(data | {"fleet_split": None}, DataHome(tmp_path))

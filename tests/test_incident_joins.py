@@ -282,6 +282,51 @@ def test_a_mix_shifts_pair_of_clusters_is_assessed_with_the_marts_split_when_its
     assert one["mix_attribution"]["items"][0]["reason"] == "no fleet-grain change in the group"
 
 
+def fleet_split(day: int, mix: float, rate: float, occupancy: float) -> str:
+    """A cluster allocation row's `fleet_split` (detection.FLEET_SPLIT): the fleet's goodput_ref over its windows."""
+    change = START + timedelta(days=day)
+    return json.dumps(
+        {
+            "metric": "goodput_ref",
+            "before_start_date": str(change - timedelta(days=7)),
+            "change_date": str(change),
+            "after_end_date": str(change + timedelta(days=5)),
+            "relative_change": mix + rate + occupancy,
+            "mix_effect": mix,
+            "rate_effect": rate,
+            "occupancy_effect": occupancy,
+            "attribution": max(
+                {"mix": mix, "rate": rate, "occupancy": occupancy}.items(), key=lambda item: abs(item[1])
+            )[0],
+            "mix_basis": "allocated_gs",
+            "segment_type": "cluster",
+            "segments": [],
+        }
+    )
+
+
+def test_a_mix_shifts_pair_is_assessed_on_the_fleet_split_of_the_side_that_moved_first():
+    """fleet-1k seed 1: a100-west's rise split on 10-20 (the shift's start: fleet mix -3.9 % vs rate -3.3 %,
+    occupancy -3.1 %), h100-west's fall on 10-22 (in the trough: occupancy -5.4 % the largest); the mart's fixed
+    periods (p1 from 10-24) do not line up."""
+    shift = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), day=20, attribution="mix")
+    shift |= {"factor": "allocation", "mix_basis": "allocated_gs", "cause": {"dimension": "sku", "value": "A100"}}
+    sending = allocation("h100", 21, 0.894, 0.609) | {"fleet_split": fleet_split(21, -0.035, -0.025, -0.054)}
+    receiving = allocation("a100", 20, 0.485, 0.992) | {"fleet_split": fleet_split(20, -0.039, -0.033, -0.031)}
+    report = evaluate(frame(sending, receiving), [shift], TOPOLOGY, mix_rate=mart(24, -0.0251, 0.0015))
+    (item,) = report["mix_attribution"]["items"]
+    assert item["assessed"] and item["correct"]
+    assert "a100's allocation change" in item["reason"] and "mix -3.9% vs rate -3.3%" in item["reason"]
+    # the first side's split says occupancy: a wrong verdict, not a skipped one
+    receiving["fleet_split"] = fleet_split(20, -0.02, -0.01, -0.05)
+    (item,) = evaluate(frame(sending, receiving), [shift], TOPOLOGY)["mix_attribution"]["items"]
+    assert item["assessed"] and item["correct"] is False
+    # a split in another lens does not answer the label (mix is relative to the denominator)
+    receiving["fleet_split"] = fleet_split(20, -0.039, -0.033, -0.031).replace("allocated_gs", "allocated_pfs")
+    (item,) = evaluate(frame(sending, receiving), [shift], TOPOLOGY)["mix_attribution"]["items"]
+    assert not item["assessed"] and "mix_basis" in item["reason"]
+
+
 def test_two_nodes_own_hardware_changes_are_not_joined_by_shared_jobs():
     """fleet-1k seed 1: h200-east-n20's thermal throttle (SM clock, thermal state) and h200-east-n10's HBM decay
     (its HBM probe) split the same day on two nodes that shared jobs; only a metric the job's pace moves (program

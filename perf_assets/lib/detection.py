@@ -118,6 +118,8 @@ REGRESSION_SCHEMA = {
     # work-weighted mix vs rate (mix_rate.work_weighted_split, metric_tree.md §6): appended columns
     "mix_basis": "varchar",  # what the split's weights are shares of: allocated_pfs for goodput, else the denominator
     "occupancy_effect": "double",  # goodput only: the part from the share of capacity at work moving; else NULL
+    # a cluster allocation change: the fleet's goodput split over its clusters on this row's windows (JSON; FLEET_SPLIT)
+    "fleet_split": "varchar",
 }
 # A ramp replaces the step's day by its onset only on very strong evidence: a BIC difference of at least 30 (10
 # is "very strong" for Kass & Raftery 1995, but the BIC assumes independent days, and a node's daily program
@@ -139,6 +141,14 @@ WORK_WEIGHTED = {"goodput": ("allocation", "allocated_pfs")}
 # GPU-hours as occupancy lost, since an A100 GPU-hour is worth 312/989 of an H100's peak-FLOP-seconds. Metric ->
 # the companion whose denominator values the clusters' capacity at the reference peak (installed_h100_pfs).
 REFERENCE_WEIGHTED = {"goodput": "goodput_ref"}
+# A mix shift shows as cluster allocation moving opposite ways (incident_joins.mix_shift_sides) while the fleet's
+# goodput, whose daily level swings with every cluster's allocation, often moves too little to be detected itself: each
+# cluster allocation change therefore carries the fleet goodput's split (§6's lens, as a fleet goodput row's) over its
+# own windows, so the incident says whether the fleet lost output to mix, rate or occupancy.
+FLEET_SPLIT = ("cluster", "allocation")
+# ... over at most a week either side of the change (within the row's windows), as fct_attribution_mix_rate's periods
+# (var attribution_period_days, 7): other clusters' changes weeks away are not this change's rate
+FLEET_SPLIT_DAYS = 7
 SPLIT_BASIS = {
     "availability": "installed_pfs",
     "allocation": "available_pfs",
@@ -649,6 +659,41 @@ def detect_regressions(
 
     def segment_split(grain: str, entity: str, metric: str, start: int, change: int, stop: int) -> dict:
         """Mix vs rate of this change over the entity's segments (clusters of the fleet, nodes of a cluster)."""
+        split = split_over_segments(grain, entity, metric, start, change, stop)
+        if split is None:
+            return {}
+        columns = split.as_columns(SEGMENT_GRAIN[grain])
+        columns["segments"] = json.dumps(columns["segments"])
+        return columns
+
+    def fleet_split(grain: str, metric: str, start: int, change: int, stop: int) -> dict:
+        """A cluster allocation change's `fleet_split` column: the fleet's goodput over its clusters on the row's
+        windows (FLEET_SPLIT), whether or not the fleet's own series changed enough to be detected."""
+        if (grain, metric) != FLEET_SPLIT:
+            return {}
+        start, stop = max(start, change - FLEET_SPLIT_DAYS), min(stop, change + FLEET_SPLIT_DAYS)
+        split = split_over_segments("fleet", "fleet", "goodput", start, change, stop)
+        if split is None:
+            return {}
+        relative = split.after_level / split.before_level - 1 if split.before_level else None
+        return {
+            "fleet_split": json.dumps(
+                {
+                    # §6's lens: levels over installed capacity at the reference peak (goodput_ref)
+                    "metric": "goodput_ref" if split.mix_basis == "allocated_gs" else "goodput",
+                    "before_start_date": batch.dates[start].isoformat(),
+                    "change_date": batch.dates[change].isoformat(),
+                    "after_end_date": batch.dates[stop - 1].isoformat(),
+                    "before_level": split.before_level,
+                    "after_level": split.after_level,
+                    "relative_change": relative,
+                }
+                | split.as_columns("cluster"),
+                default=float,
+            )
+        }
+
+    def split_over_segments(grain: str, entity: str, metric: str, start: int, change: int, stop: int):
         child = SEGMENT_GRAIN.get(grain)
         rows = [
             row
@@ -656,7 +701,7 @@ def detect_regressions(
             if grain == "fleet" or node_cluster.get(batch.keys[row][1]) == entity
         ]
         if child is None or len(rows) < 2:
-            return {}
+            return None
 
         def window_sum(values: np.ndarray, lo: int, hi: int, of: list[int] = rows) -> np.ndarray:
             part = values[of, lo:hi]
@@ -705,11 +750,7 @@ def detect_regressions(
                 window_sum(batch.denominators, change, stop),
                 mix_basis=SPLIT_BASIS.get(metric, "denominator"),
             )
-        if split is None:
-            return {}
-        columns = split.as_columns(child)
-        columns["segments"] = json.dumps(columns["segments"])
-        return columns
+        return split
 
     changes = result.changes
     if allocations is not None:  # once, not per change
@@ -787,6 +828,7 @@ def detect_regressions(
                 "detected_at": detected_at,
             }
             | segment_split(grain, entity, metric, start, change.index, stop)
+            | fleet_split(grain, metric, start, change.index, stop)
             | {"split_date": split_day, "ramp_end_date": batch.dates[ramp[1]] if ramp else None}
             | {
                 "job_peer_nodes": json.dumps(job_peer_nodes(allocations, nodes, change_day))

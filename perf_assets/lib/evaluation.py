@@ -21,6 +21,7 @@ import pandas as pd
 from perf_assets.lib.causes import CANDIDATE_DIMENSIONS
 from perf_assets.lib.detection import SPINE_FACTORS
 from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.topology import Topology
 
 MATCH_DAYS = 2
@@ -211,6 +212,10 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
     that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
     With the label's `mix_basis` (``basis``), only rows split on that basis count: mix is relative to the
     chosen denominator (metric_tree.md §6), so a split in another lens does not answer the label.
+    A group without a fleet row that holds a mix shift's two sides (cluster rows of two clusters going opposite ways,
+    joined by grouping: incident_joins.mix_shift_sides) is assessed on the fleet goodput's split that its cluster
+    allocation rows carry over their own windows (regressions.fleet_split; incident_joins.mix_shift_fleet_split: the
+    side that moved first).
     Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change: the
     fleet row's day, or, for a group without a fleet row that holds a mix shift's two sides (cluster rows of two
     clusters going opposite ways, joined by grouping: incident_joins.mix_shift_sides), the group's change day.
@@ -226,6 +231,27 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
         split = [r for r in split if r.get("mix_basis") == basis]
         if not split:
             return None, f"no fleet split on the label's mix_basis {basis!r}"
+    if not split and pair:
+        # the pair's own windows: each cluster allocation change carries the fleet goodput's split (fleet_split)
+        side = mix_shift_fleet_split(group.rows)
+        if side and basis and side[1].get("mix_basis") != basis:
+            return None, f"the pair's fleet split is not on the label's mix_basis {basis!r}"
+        if side:
+            row, fleet_split = side
+            occupancy = fleet_split.get("occupancy_effect")
+            return fleet_split["attribution"] == "mix", (
+                f"per change: the fleet's {fleet_split['metric']} over the windows of cluster "
+                f"{row['entity_id']}'s allocation change ({fleet_split['before_start_date']}.. vs "
+                f"{fleet_split['change_date']}..{fleet_split['after_end_date']}): "
+                f"{float(fleet_split['relative_change']):+.1%}, mix {float(fleet_split['mix_effect']):+.1%} vs rate "
+                f"{float(fleet_split['rate_effect']):+.1%}"
+                + (
+                    f", occupancy {float(occupancy):+.1%}"
+                    if isinstance(occupancy, (int, float)) and math.isfinite(occupancy)
+                    else ""
+                )
+                + f" over clusters (weights: {fleet_split.get('mix_basis')}; the pair of clusters' group)"
+            )
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
         occupancy = row.get("occupancy_effect")

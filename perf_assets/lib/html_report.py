@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perf_assets.lib import svg
+from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.paths import DataHome
 from perf_assets.lib.warehouse import published_frame
 
@@ -406,6 +407,8 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         )
     )
     headline = rows[0] if rows else {}
+    fleet_rows = _records(published_frame(home, f"select * from regressions where regression_id in ({ids})"))
+    fleet_side = mix_shift_fleet_split(fleet_rows)  # a table written before the column: no fleet_split, None
     units = published_frame(home, "select node_id, any_value(unit) as unit from metric_tree_daily group by node_id")
     units = dict(zip(units["node_id"], units["unit"]))
     factors = json.loads(headline.get("factor_log_contributions") or "{}")
@@ -428,6 +431,7 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         "children": alert.get("children") or [],
         "units": units,
         "impact": alert.get("impact") or {},
+        "fleet_split": None if fleet_side is None else {"entity_id": fleet_side[0]["entity_id"], **fleet_side[1]},
         "split": {
             "segment_type": headline.get("segment_type"),
             "mix_effect": headline.get("mix_effect"),
@@ -551,6 +555,35 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
         )
     else:
         segment_section = "<p>No segment split for this entity and metric (node and GPU changes have none).</p>"
+    fleet = data.get("fleet_split")
+    if fleet:
+        occupancy = fleet.get("occupancy_effect")
+        segment_section += (
+            f"<p>The fleet over the windows of {escape(str(fleet['entity_id']))}'s allocation change "
+            f"({escape(str(fleet['before_start_date']))} to the day before {escape(str(fleet['change_date']))}, vs "
+            f"{escape(str(fleet['change_date']))} to {escape(str(fleet['after_end_date']))}): "
+            f"{escape(str(fleet['metric']))} {pct(fleet.get('relative_change'))}, of which mix "
+            f"{pct(fleet.get('mix_effect'))} (weights: shares of {escape(str(fleet.get('mix_basis')))}), rate "
+            f"{pct(fleet.get('rate_effect'))}"
+            + (f", occupancy {pct(occupancy)}" if occupancy is not None else "")
+            + f": reported as <b>{escape(str(fleet['attribution']))}</b> (whether or not the fleet's own series "
+            "changed enough to be detected).</p>"
+            + table(
+                ["cluster", "weight before", "weight after", "ratio before", "ratio after", "mix part", "rate part"],
+                [
+                    [
+                        str(seg["segment"]),
+                        share(seg.get("weight_before")),
+                        share(seg.get("weight_after")),
+                        num(seg.get("rate_before"), "fraction"),
+                        num(seg.get("rate_after"), "fraction"),
+                        pct(seg.get("mix_effect")),
+                        pct(seg.get("rate_effect")),
+                    ]
+                    for seg in fleet.get("segments") or []
+                ],
+            )
+        )
     children = sorted(data["children"], key=lambda c: -abs(c.get("relative_effect") or 0))
     child_rows = [
         [

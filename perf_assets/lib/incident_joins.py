@@ -208,6 +208,28 @@ def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) ->
     )
 
 
+def mix_shift_fleet_split(rows: list[dict]) -> tuple[dict, dict] | None:
+    """The fleet's split of a mix shift's group: (the side's row, its `fleet_split`), or None when no cluster
+    allocation row of the group carries one.
+
+    Each cluster allocation change carries the fleet goodput's split over a week either side of its own change day
+    (detection.FLEET_SPLIT). The shift's is that of the side that moved first (the onset of the move; the later
+    side's split day is a late view of the same move, with other clusters' changes since then in its after window:
+    fleet-1k seed 1, a100-west's rise split on 10-20, the shift's start, mix -3.9 % vs rate -3.3 % and occupancy
+    -3.1 %, as the simulator's ground truth; h100-west's fall split on 10-22, in the trough, occupancy -5.4 %),
+    then the larger fleet change."""
+    sides = []
+    for row in rows:
+        text = row.get("fleet_split")
+        if row.get("grain") == "cluster" and row.get("metric") == "allocation" and isinstance(text, str) and text:
+            split = json.loads(text)
+            if split.get("attribution"):
+                sides.append((row, split))
+    if not sides:
+        return None
+    return min(sides, key=lambda side: (side[1]["change_date"], -abs(float(side[1].get("relative_change") or 0.0))))
+
+
 HARDWARE_METRICS = ("thermal_ok", "probe_hbm_bw_ratio", "xid_node_faults", "xid_count")
 
 
