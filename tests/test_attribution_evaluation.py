@@ -501,3 +501,19 @@ def test_unit_series_grouped_once_equal_the_per_change_grouping():
                 np.testing.assert_array_equal(series[unit][1], denominator)
     grain, series = units.on("program_goodput", [day, day + timedelta(days=1), day + timedelta(days=3)])
     assert grain == "node" and series["n1"][0].tolist()[:2] == [1.1, 0.0] and np.isnan(series["n1"][0][2])
+
+
+def test_a_change_the_other_way_does_not_detect_a_label_it_is_the_recovery_of_another():
+    """fleet-1k seed 1: h100-east-n12's throttle ended on 10-08 (thermal_ok back up, an improvement) a day after the
+    cluster's fragmentation began (10-07, a regression); the recovery matched the fragmentation label, a detection
+    that was none (and a wrong factor). The matching row must move the label's way."""
+    throttle = label("throttle", kind="thermal_throttle", day=4, nodes=("h100-n2",), end_day=7)
+    fragmentation = label("fragmentation", kind="scheduler_fragmentation", day=6, grain="cluster", end_day=8)
+    down = row("h100-n2", grain="node", metric="thermal_ok", day=4, effect=-0.5)
+    back = row("h100-n2", grain="node", metric="thermal_ok", day=7, kind="improvement", effect=1.0)
+    report = evaluate(frame(down, back), [throttle, fragmentation], TOPOLOGY)
+    assert [m["incident_id"] for m in report["matches"]] == ["throttle"]
+    assert [m["incident_id"] for m in report["missed"]] == ["fragmentation"]
+    assert [g["recovery_of"] for g in report["recovery_groups"]] == ["throttle"] and report["false_alarms"][
+        "count"
+    ] == 0

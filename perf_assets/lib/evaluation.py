@@ -307,18 +307,20 @@ def evaluate(
     for g_index, group in enumerate(groups):
         for l_index, label in enumerate(real):
             start = _label_day(label["start"])
+            # the matching row moves the label's way: an improvement does not detect a regression (a throttle's
+            # recovery is not a fragmentation); a mix shift's pair holds both ways, its sending side matches
             near = [
                 (abs((row["_day"] - start).days), (row["_day"] - start).days, row)
                 for row in group.rows
                 if overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
                 and abs((row["_day"] - start).days) <= MATCH_DAYS
+                and (label.get("direction") not in OPPOSITE or row["change_kind"] == label["direction"])
             ]
             if near:
                 distance, delay, row = min(near, key=lambda item: (item[0], item[1]))
                 pairs.append(
                     (
                         distance,
-                        group.direction != label.get("direction"),  # a tie: the group moving the label's way
                         start,
                         group.change_date,
                         group.group_id,
@@ -329,7 +331,7 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:6])
+    pairs.sort(key=lambda item: item[:5])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
     for *_, g_index, l_index, delay, row in pairs:
