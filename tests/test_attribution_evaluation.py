@@ -517,3 +517,20 @@ def test_a_change_the_other_way_does_not_detect_a_label_it_is_the_recovery_of_an
     assert [g["recovery_of"] for g in report["recovery_groups"]] == ["throttle"] and report["false_alarms"][
         "count"
     ] == 0
+
+
+def test_at_the_same_distance_the_best_fitting_scope_wins_not_the_group_id():
+    """fleet-1k seed 2: rack a100-west-r7's excess fault rate split a day after the cluster's checkpoint slowdown
+    began and a day before the bad batch on r7's nodes did; the torch upgrade's day held a 30-row cluster group and a
+    2-row node group. Ties went to the earlier label and the smaller group id."""
+    ckpt = label("ckpt", kind="checkpoint_slowdown", day=9, grain="cluster", nodes=TOPOLOGY.nodes_of("cluster", "h100"))
+    batch = label("batch", kind="bad_hardware_batch", day=11, nodes=("h100-n1", "h100-n2"))
+    rack = row("h100-r1", grain="rack", metric="xid_node_faults", day=10)  # TOPOLOGY: r1 holds n1 and n2
+    report = evaluate(frame(rack), [ckpt, batch], TOPOLOGY)
+    assert [m["incident_id"] for m in report["matches"]] == ["batch"]
+    upgrade = label("upgrade", grain="cluster", nodes=sorted(TOPOLOGY.nodes_of("cluster", "h100")))
+    cluster = row("h100", metric="program_goodput") | {"regression_id": "zz-cluster"}
+    node = row("h100-n3", grain="node", metric="goodput", top_factor="allocation") | {"regression_id": "aa-node"}
+    for order in ((cluster, node), (node, cluster)):
+        (match,) = evaluate(frame(*order), [upgrade], TOPOLOGY)["matches"]
+        assert match["root"] == "cluster/h100/program_goodput"

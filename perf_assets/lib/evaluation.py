@@ -193,6 +193,18 @@ def detected_groups(regressions: pd.DataFrame, topology: Topology) -> list[Group
     return sorted(groups, key=lambda g: (g.change_date, g.group_id))
 
 
+def scope_fit(group_nodes: set[str], label: dict) -> float:
+    """How well a group's nodes fit a label's: |common| / |either| (Jaccard), 0 when either is unknown. Orders
+    (group, label) pairs at the same |delay| (docs/evaluation.md, Matching, step 3): fleet-1k seed 2, rack
+    a100-west-r7's excess fault rate (its 4 nodes, the bad batch's) split a day after the checkpoint slowdown of the
+    whole cluster began and a day before the bad batch did; a 2-row node group and the 30-row cluster group of the
+    torch upgrade split on the upgrade's day."""
+    nodes = set((label.get("scope") or {}).get("nodes") or label.get("nodes") or [])
+    if not group_nodes or not nodes:
+        return 0.0
+    return len(group_nodes & nodes) / len(group_nodes | nodes)
+
+
 def _same_value(found: object, expected: object) -> bool:
     if isinstance(expected, list):
         return any(_same_value(found, item) for item in expected)
@@ -305,6 +317,13 @@ def evaluate(
 
     pairs = []
     for g_index, group in enumerate(groups):
+        group_nodes = set().union(
+            *(
+                topology.nodes_of(str(row["grain"]), str(row["entity_id"]))
+                for row in group.rows
+                if row["grain"] != "fleet"
+            )
+        )
         for l_index, label in enumerate(real):
             start = _label_day(label["start"])
             # the matching row moves the label's way: an improvement does not detect a regression (a throttle's
@@ -321,6 +340,7 @@ def evaluate(
                 pairs.append(
                     (
                         distance,
+                        -scope_fit(group_nodes, label),  # a tie: the label whose scope the group fits best
                         start,
                         group.change_date,
                         group.group_id,
@@ -331,7 +351,7 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:5])
+    pairs.sort(key=lambda item: item[:6])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
     for *_, g_index, l_index, delay, row in pairs:
