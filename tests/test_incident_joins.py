@@ -343,6 +343,23 @@ def test_two_nodes_own_hardware_changes_are_not_joined_by_shared_jobs():
     assert groups.nunique() == 1
 
 
+def test_the_node_with_hardware_evidence_heads_its_job_peers_slowdowns():
+    """fleet-1k seed 1: h100-west-n03's HBM probe fell 11 % (a decay); job peers slowed with it. The root was a
+    peer's program goodput (goodput first among node rows) and the incident's cause "node <the peer>"; the node whose
+    own measurement moved is the origin."""
+    peers, origin = json.dumps(["h100-n1"]), json.dumps(["h100-n2", "h100-n3"])
+    hbm = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=18, effect=-0.11, job_peer_nodes=origin)
+    slow = [
+        row(node, grain="node", metric="program_goodput", day=18, effect=-0.12, job_peer_nodes=peers)
+        for node in ("h100-n2", "h100-n3")
+    ]
+    grouped = group_regressions(frame(*slow, hbm), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1 and grouped["is_root"].tolist() == [False, False, True]
+    # without hardware evidence the rule is the former one: goodput first
+    pace = row("h100-n1", grain="node", metric="program_goodput", day=18, effect=-0.05, job_peer_nodes=origin)
+    assert group_regressions(frame(*slow, pace), TOPOLOGY)["is_root"].tolist() == [True, False, False]
+
+
 def test_job_peers_changes_days_apart_are_not_one_jobs_pace():
     """A chain of job peers each within the ± 2 day window walked from one incident to the next (fleet-1k seed 2:
     the NCCL subset of 10-09 and the image stall of 10-18 on h100-west were one group of 81 rows); a peer's

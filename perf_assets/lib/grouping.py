@@ -51,7 +51,7 @@ owner acts on (a rollout on two nodes of h100: the h100 cluster, children the no
 child too). A fleet row is the root only of a group without narrower rows. When the row that would be
 root is marked a mix effect (column `attribution` = 'mix', when a producer sets it), its change is a
 composition effect and not explained by its children: the root is then the most specific entity of the
-group instead. Within the root entity the headline metric is goodput when it moved, else a spine factor, else a companion; ties by the smallest p-value, then the largest effect.
+group instead. Node roots prefer a node with hardware evidence of its own (``_origin_nodes``). Within the root entity the headline metric is goodput when it moved, else a spine factor, else a companion; ties by the smallest p-value, then the largest effect.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.incident_joins import (
+    HARDWARE_METRICS,
     all_expected,
     explained_apart,
     first_change_since,
@@ -175,6 +176,19 @@ def _headline(rows: list[dict]) -> dict:
             row["regression_id"],
         ),
     )
+
+
+def _origin_nodes(candidates: list[dict], members: list[dict]) -> list[dict]:
+    """The node-grain root candidates of a group narrowed to the nodes with hardware evidence of their own (a row
+    of ``HARDWARE_METRICS`` on the node or its GPUs: thermal state, HBM probe, faults), when some have it and some
+    do not: a job runs at its slowest node's pace, so the node whose own measurements moved is the incident's origin
+    and its job peers' slowdowns are its children (fleet-1k seed 1: h100-west-n03's HBM probe fell 11 % from 10-05;
+    the group's root was job peer n06's program goodput of 10-13 and its cause "node n06")."""
+    if not candidates or any(row["grain"] != "node" for row in candidates):
+        return candidates
+    evidence = {row["_node"] for row in members if str(row.get("metric")) in HARDWARE_METRICS and row["_node"]}
+    origin = [row for row in candidates if row["_node"] in evidence]
+    return origin if origin and len(origin) < len(candidates) else candidates
 
 
 def group_regressions(regressions: pd.DataFrame, topology: Topology | None = None) -> pd.DataFrame:
@@ -341,6 +355,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         below_fleet = [row for row in members if row["grain"] != "fleet"] or members
         broadest = min(GRAIN_RANK.get(str(row["grain"]), 9) for row in below_fleet)
         candidates = [row for row in below_fleet if GRAIN_RANK.get(str(row["grain"]), 9) == broadest]
+        candidates = _origin_nodes(candidates, members)
         root = _headline(candidates)
         if str(root.get("attribution") or "") == "mix":
             finest = max(GRAIN_RANK.get(str(row["grain"]), 9) for row in members)
