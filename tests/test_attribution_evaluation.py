@@ -331,6 +331,27 @@ def test_dimensions_that_changed_together_tie_and_rank_the_most_specific_first()
     assert image[0]["tied_with"] == ["image=trainer:2026.11.1"]
 
 
+def test_a_cluster_change_one_node_carries_has_that_node_as_a_candidate():
+    """`incidents` seeds 1 and 2: h200's HBM probe fell 3.4 %, all of it h200-n04's decay, on the day a firmware
+    rollout reached every node of the cluster; the only candidate was the firmware."""
+    everywhere = {node: {"firmware": "fw2"} for node in TOPOLOGY.nodes_of("cluster", "h100")}
+    tree = node_tree({"h100-n2": 0.85}, metric="probe_hbm_bw_ratio")
+    segments = [
+        {"segment": "h100-n2", "rate_effect": -0.036, "mix_effect": 0.0},
+        {"segment": "h100-n1", "rate_effect": -0.001, "mix_effect": 0.0},
+    ]
+    regression = row("h100", metric="probe_hbm_bw_ratio", effect=-0.037)
+    regression |= {"segment_type": "node", "segments": json.dumps(segments)}
+    candidates = cause_candidates(regression, dimension_changes(node_software(everywhere)), TOPOLOGY, tree)
+    assert [(c["dimension"], c["value"]) for c in candidates] == [("node", "h100-n2"), ("firmware", "fw2")]
+    assert candidates[0]["peer_units"] == 3 and candidates[0]["did_effect"] == pytest.approx(-0.15, abs=0.01)
+    # spread over the nodes (no node carries half the change): no node candidate
+    spread = [{"segment": f"h100-n{i}", "rate_effect": -0.009, "mix_effect": 0.0} for i in range(1, 5)]
+    regression["segments"] = json.dumps(spread)
+    candidates = cause_candidates(regression, dimension_changes(node_software(everywhere)), TOPOLOGY, tree)
+    assert [c["dimension"] for c in candidates] == ["firmware"]
+
+
 def test_a_fleet_wide_change_present_on_peers_too_is_not_a_candidate():
     everywhere = {node: {"driver": "560"} for node in TOPOLOGY.nodes}
     software = node_software(everywhere | {"h100-n1": {"driver": "560", "nccl": "2.22.3"}})

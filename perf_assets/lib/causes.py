@@ -15,6 +15,10 @@ the change of the pooled series of peer units that did not take the value, repor
 ``(A1/A0)/(P1/P0) - 1`` with a 95 % percentile interval from a bootstrap over days (days resampled
 with replacement within the before and within the after window, the same days for both arms).
 
+A cluster change that one node carries (``carrying_node``: its own rate moved the cluster's ratio by at least half
+the change, from the row's mix-vs-rate split over nodes) also has that node as a candidate, its peers the cluster's
+other nodes.
+
 Units are the finest grain the metric tree holds for the metric: nodes (grain ``node``) when present,
 else clusters; a cluster unit is affected when it holds an affected node, a peer when it holds no node
 that took the value. So with today's cluster/fleet-only tree the estimate compares clusters, and every
@@ -246,6 +250,18 @@ def cause_candidates(
             proposals.append(
                 {"dimension": dimension, "value": new, "from": old, "to": new, "affected": affected, "peers": peers}
             )
+    carrier = carrying_node(row)
+    if carrier is not None and carrier in entity_nodes and len(entity_nodes) > 1:
+        proposals.append(
+            {
+                "dimension": "node",
+                "value": carrier,
+                "from": None,
+                "to": None,
+                "affected": {carrier},
+                "peers": entity_nodes - {carrier},
+            }
+        )
     if grain in ("node", "gpu"):
         (node,) = tuple(entity_nodes)
         cluster = topology.node_cluster.get(node)
@@ -321,6 +337,29 @@ def cause_candidates(
         if tied:
             candidate["tied_with"] = tied
     return out
+
+
+CARRIER_SHARE = 0.5  # a node whose own rate carries at least this share of its cluster's change is a candidate
+
+
+def carrying_node(row: dict) -> str | None:
+    """The node that carries a cluster change, or None: the node segment of the row's mix-vs-rate split
+    (`segments`, detection.py) whose own rate moved the cluster's ratio the same way by at least ``CARRIER_SHARE``
+    of the change. Such a cluster change is one node's (`incidents` seeds 1 and 2: h200's HBM probe fell 3.4 %,
+    all of it h200-n04's decay, and the only candidates were a firmware rollout on the cluster that day)."""
+    if str(row.get("grain")) != "cluster" or row.get("segment_type") != "node" or not row.get("segments"):
+        return None
+    effect = row.get("relative_effect")
+    if effect is None or not math.isfinite(float(effect)) or float(effect) == 0:
+        return None
+    segments = json.loads(row["segments"]) if isinstance(row["segments"], str) else row["segments"]
+    carried = [
+        (float(seg["rate_effect"]) / float(effect), str(seg["segment"]))
+        for seg in segments or []
+        if seg.get("rate_effect") is not None and math.isfinite(float(seg["rate_effect"]))
+    ]
+    share, node = max(carried, default=(0.0, None))
+    return node if share >= CARRIER_SHARE else None
 
 
 def rank_causes(
