@@ -1012,3 +1012,125 @@ def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_
     again = upsert_incidents(tmp_path, incidents, now=NOW)
     assert again.opened == [] and again.updated == [] and again.unchanged == 2
     assert [event["event"] for event in read_alerts(tmp_path)[0]["history"]] == ["created"]
+
+
+# --------------------------------------------------------------------------- factors, escalation, gains (issue 7)
+
+
+def test_two_incidents_of_other_factors_on_one_cluster_within_two_days_are_two_alerts(tmp_path):
+    """The soak's h100-west: a checkpoint slowdown (runtime goodput) on 19 Oct absorbed the mix shift's side there
+    (allocation, 21 Oct): same cluster, same direction, 2 days apart, so one dedup key and one alert."""
+    checkpoint = regression("2026-10-19", entity="h100-west", metric="runtime_goodput", top_factor="runtime_goodput")
+    mix = regression(
+        "2026-10-21", entity="h100-west", metric="allocation", top_factor="allocation", effect=-0.2, ci=(-0.24, -0.16)
+    )
+    incidents = build_incidents(frame(checkpoint, mix))
+    assert [(i["headline_metric"], i["factors"]) for i in incidents] == [
+        ("runtime_goodput", ["runtime_goodput"]),
+        ("allocation", ["allocation"]),
+    ]
+    both = upsert_incidents(tmp_path, incidents, now=NOW)
+    assert [a["headline_metric"] for a in both.opened] == ["runtime_goodput", "allocation"]
+    assert upsert_incidents(tmp_path, incidents, now=NOW).opened == []  # the next run: each updates its own
+    # the checkpoint's alert first, the mix shift a run later: a second alert, not an update of the first
+    (first,) = upsert(tmp_path / "later", checkpoint).opened
+    later = upsert(tmp_path / "later", checkpoint, mix)
+    assert [a["headline_metric"] for a in later.opened] == ["allocation"] and later.unchanged == 1
+    # the same incident with an unknown factor (a companion-only group) still dedups
+    companion = regression("2026-10-20", entity="h100-west", metric="clock_ratio", top_factor=None)
+    assert build_incidents(frame(companion))[0]["factors"] == ["program_goodput"]
+    unknown = regression("2026-10-20", entity="h100-west", metric="power_limit_w_ratio", top_factor=None)
+    assert build_incidents(frame(unknown))[0]["factors"] == []
+    assert upsert(tmp_path / "later", unknown).opened == []
+
+
+def test_a_goodput_change_whose_top_factor_flips_with_noise_keeps_its_alert(tmp_path):
+    """Two factors share goodput's fall; the next run's LMDI top is the other one (55 %): the same incident."""
+    (alert,) = upsert(tmp_path, regression("2026-10-19", top_factor="runtime_goodput", top_factor_share=0.9)).opened
+    flipped = upsert(tmp_path, regression("2026-10-20", top_factor="program_goodput", top_factor_share=0.55))
+    assert flipped.opened == [] and [a["alert_id"] for a in flipped.updated] == [alert["alert_id"]]
+    # a change that program goodput clearly carries, on the runtime alert's cluster 2 days later: another incident
+    other = upsert(tmp_path, regression("2026-10-21", top_factor="program_goodput", top_factor_share=0.95))
+    assert len(other.opened) == 1
+
+
+def _installed(*entities: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"grain": "cluster", "entity_id": e, "metric_date": START + timedelta(days=d), "installed_gs": 32 * 86400}
+            for e in entities
+            for d in range(20)
+        ]
+    )
+
+
+def _sized(*entities: str) -> dict:
+    """Impact inputs: goodput 0.36 flat before the change on 32 installed GPUs (768 GPU-hours a day)."""
+    levels = pd.concat([tree([0.36] * 20, entity=e, noise=0.0) for e in entities], ignore_index=True)
+    return {"tree": levels, "installed_gs": _installed(*entities)}
+
+
+def test_a_notified_alert_whose_severity_rises_is_escalated_once_retried_until_delivered(tmp_path, receiver):
+    server = receiver(["ok", "500", "500", "500", "ok"])
+    config = hook_config(server.url)
+    sized = _sized("alpha")
+
+    def run(effect: float):  # one detection run: alpha's change sized by its effect (0.36 x effect x 768 GPU-h)
+        return upsert(tmp_path, regression(effect=effect, ci=(effect * 1.05, effect * 0.95)), config=config, **sized)
+
+    (alert,) = run(-0.05).opened
+    assert alert["severity"] == "major"
+    deliver(tmp_path, config, now=NOW)  # the page
+    grown = run(-0.40)  # 110.6 GPU-h/d: critical
+    assert [a["alert_id"] for a in grown.escalated] == [alert["alert_id"]]
+    failing = deliver(tmp_path, config, now=NOW)  # the escalation fails 3 times: it stays owed
+    assert failing.escalated == [] and failing.pending == 1
+    sent = deliver(tmp_path, config, now=NOW)
+    assert sent.escalated == [(alert["alert_id"], "hook")] and "1 escalation notice(s)" in sent.line()
+    # the same level again, a decrease, and back to critical: never re-sent
+    assert run(-0.42).escalated == [] and run(-0.05).escalated == [] and run(-0.40).escalated == []
+    assert deliver(tmp_path, config, now=NOW).escalated == []
+
+    bodies = [r["body"] for r in server.accepted()]
+    assert [b["notice"] for b in bodies] == ["opening", "escalated"] and len(
+        {b["idempotency_key"] for b in bodies}
+    ) == 2
+    assert bodies[0]["impact_text"] == "LOST 13.8 GPU-h/d"
+    assert bodies[1]["escalation_text"] == "ESCALATED major → critical: LOST 13.8 GPU-h/d → LOST 110.6 GPU-h/d"
+    stored = read_alerts(tmp_path)[0]
+    assert stored["status"] == "notified" and stored["escalations"] == 1 and stored["peak_severity"] == "critical"
+    assert [e["event"] for e in stored["history"]].count("escalated") == 1
+
+
+def test_an_acknowledged_alert_that_turns_critical_notifies_again_and_a_pending_page_goes_at_the_new_level(tmp_path):
+    config = AlertConfig.from_dict(
+        {
+            "sinks": {"file": {"type": "jsonl"}, "oncall": {"type": "jsonl", "path": "alerts/oncall.jsonl"}},
+            "routes": [{"match": {"severity": "critical"}, "sinks": ["file", "oncall"]}],
+            "default_route": ["file"],
+        }
+    )
+    sized = _sized("alpha", "beta")
+
+    def run(effect: float):  # alpha and beta move alike
+        rows = [regression(effect=effect, ci=(effect * 1.05, effect * 0.95), entity=e) for e in ("alpha", "beta")]
+        return upsert(tmp_path / "alerts", *rows, config=config, **sized)
+
+    acked, never_paged = run(-0.02).opened  # 5.5 GPU-h/d: minor
+    transition(tmp_path / "alerts", never_paged["alert_id"], "silence", until=date(2026, 11, 20), actor="ana", now=NOW)
+    deliver(tmp_path / "alerts", config, now=NOW)
+    transition(tmp_path / "alerts", acked["alert_id"], "acknowledge", actor="ana", now=NOW)
+    # beta's page was silenced before it went; silence ends, its severity rises: one page, at critical
+    assert len(run(-0.40).escalated) == 2
+    later = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+    report = deliver(tmp_path / "alerts", config, now=later)
+    assert sorted(report.escalated) == [(acked["alert_id"], "file"), (acked["alert_id"], "oncall")]
+    assert sorted(report.delivered) == [(never_paged["alert_id"], "file"), (never_paged["alert_id"], "oncall")]
+    file_sink = [json.loads(line) for line in (tmp_path / "alerts" / "alerts.jsonl").read_text().splitlines()]
+    assert [(b["entity_id"], b["notice"], b["severity"]) for b in file_sink] == [
+        ("alpha", "opening", "minor"),
+        ("beta", "opening", "critical"),  # pages first, then escalations
+        ("alpha", "escalated", "critical"),
+    ]
+    assert deliver(tmp_path / "alerts", config, now=later).escalated == []
+    assert [a["status"] for a in read_alerts(tmp_path / "alerts")] == ["acknowledged", "notified"]

@@ -35,8 +35,9 @@ import pandas as pd
 import yaml
 from filelock import FileLock
 
+from perf_assets.lib.alert_text import lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
-from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.grouping import factor_of, group_regressions
 from perf_assets.lib.topology import Topology
 
 EVENTS_FILE = "events.jsonl"
@@ -46,10 +47,14 @@ ANNOTATIONS_FILE = "annotations.yaml"  # under PERFWH_HOME; PERFWH_ANNOTATIONS o
 
 STATUSES = ("open", "notified", "acknowledged", "resolved", "expected")
 ACTIVE_STATUSES = ("open", "notified", "acknowledged")
+SEVERITIES = ("minor", "major", "critical")  # lowest first
 DEDUP_WINDOW_DAYS = 2
 # What an improvement incident is stored as: `expected` (listed with --all, never sent, never auto-resolved).
 IMPROVEMENT_NOTICE = {"id": "improvement", "note": "an improvement: a notice, never paged", "source": "detection"}
 H100_PEAK_FLOPS = 989.4e12  # dense BF16 peak of an H100-SXM (dbt seed gpu_sku_specs): 1 H100-equivalent GPU
+# A goodput row's top factor names the incident's factor only when it carries at least this share of goodput's Δln:
+# two factors that share a change about equally swap places with noise from one run to the next.
+DOMINANT_FACTOR_SHARE = 2 / 3
 
 # Which transitions a person (or the delivery) may make; anything else is rejected with a reason.
 TRANSITIONS = {
@@ -309,12 +314,29 @@ def build_incidents(
                 ],
                 "verdict": str(headline.get("verdict") or "confirmed"),
                 "top_factor": headline.get("top_factor"),
+                "factors": incident_factors(records),
                 "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
                 "top_cause": cause[0] if cause else None,
             }
             | _expected_because(headline, records)
         )
     return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
+
+
+def incident_factors(records: list[dict]) -> list[str]:
+    """The spine factors (availability, allocation, runtime goodput, program goodput) the group's rows are changes
+    of (grouping.factor_of: a factor row its own, a companion or leaf share the factor it describes, a goodput row
+    its top factor when that carries at least ``DOMINANT_FACTOR_SHARE`` of goodput's change); empty: unknown."""
+    factors = set()
+    for row in records:
+        if row["metric"] == "goodput":
+            share = _num(row.get("top_factor_share"))
+            if share is not None and share < DOMINANT_FACTOR_SHARE:
+                continue  # no factor dominates: its top may be another factor on the next run
+        factor = factor_of(row)
+        if factor is not None:
+            factors.add(factor)
+    return sorted(factors)
 
 
 def _joined_because(row: dict) -> dict:
@@ -406,7 +428,7 @@ def confidence(metrics: dict) -> str:
 
 def severity(lost_per_day: float | None, conf: str, config: AlertConfig) -> str:
     """critical / major / minor from lost GPU-hours per day, one step down when the confidence is low."""
-    levels = ["minor", "major", "critical"]
+    levels = SEVERITIES
     if lost_per_day is None:
         level = 1  # unknown size: major, so that a person looks
     elif lost_per_day >= config.critical_gpu_hours_per_day:
@@ -423,10 +445,33 @@ def severity(lost_per_day: float | None, conf: str, config: AlertConfig) -> str:
 def assess(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame | None, config: AlertConfig) -> dict:
     size = impact(incident, tree, installed_gs)
     conf = confidence(incident["metrics"][incident["headline_metric"]])
-    lost = size.get("lost_gpu_hours_per_day")
-    if lost is None:
-        lost = size.get("lost_h100_equivalent_hours_per_day")
+    lost, _ = lost_per_day(size)  # GPU-hours, else H100-equivalent hours
     return {"impact": size, "confidence": conf, "severity": severity(lost, conf, config)}
+
+
+def severity_rank(level: str | None) -> int:
+    """0 minor, 1 major, 2 critical; -1 unknown."""
+    return SEVERITIES.index(level) if level in SEVERITIES else -1
+
+
+def escalation(alert: dict, changes: dict) -> dict | None:
+    """The `escalated` event's fields when an update raises an active alert's severity above the highest it has
+    had (`peak_severity`): a rise to a level it never had re-notifies once; the same level again, or a fall, never.
+    None otherwise (an expected or resolved alert, or an unknown earlier level)."""
+    peak = alert.get("peak_severity") or alert.get("severity")
+    new = changes.get("severity")
+    if alert["status"] not in ACTIVE_STATUSES or severity_rank(peak) < 0 or severity_rank(new) <= severity_rank(peak):
+        return None
+    before, unit = lost_per_day(alert.get("impact"))
+    after, after_unit = lost_per_day(changes.get("impact", alert.get("impact")))
+    return {
+        "escalation": int(alert.get("escalations") or 0) + 1,
+        "from_severity": peak,
+        "to_severity": new,
+        "lost_per_day_before": before,
+        "lost_per_day_after": after,
+        "unit": after_unit if after is not None else unit,
+    }
 
 
 # --------------------------------------------------------------------------- the event log
@@ -492,8 +537,11 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
                 "silenced_until": None,
                 "deliveries": {},
                 "closing_deliveries": {},
+                "escalation_deliveries": {},
+                "sent_severity": {},  # per sink: the highest severity it was paged or escalated with
                 "history": [],
             }
+            alerts[alert_id].setdefault("peak_severity", alerts[alert_id].get("severity"))
         alert = alerts.get(alert_id)
         if alert is None:
             continue
@@ -501,6 +549,13 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
         alert["updated_at"] = event["at"]
         if kind == "updated":
             alert.update(event["changes"])
+            if severity_rank(alert.get("severity")) > severity_rank(alert.get("peak_severity")):
+                alert["peak_severity"] = alert["severity"]
+        elif kind == "escalated":  # its severity rose to a level it never had: every routed sink is told once
+            alert["escalation"] = {k: v for k, v in event.items() if k not in ("event", "alert_id", "actor")}
+            alert["escalations"] = event["escalation"]
+            alert["escalated_at"] = event["at"]
+            alert["escalation_deliveries"] = {}
         elif kind == "expected":  # an annotation added after the alert opened
             alert["status"] = "expected"
             alert["expected_by"] = event["annotation"]
@@ -513,6 +568,9 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
             alert["reopened_at"] = event["at"]
             alert["deliveries"] = {}  # a new page to every routed sink, under new idempotency keys
             alert["closing_deliveries"] = {}  # (the earlier records stay in the history)
+            alert["escalation"] = None  # the new page carries the current severity
+            alert["escalation_deliveries"] = {}
+            alert["sent_severity"] = {}
         elif kind in ("notified", "acknowledged", "resolved"):
             alert["status"] = kind
             alert[f"{kind}_at"] = event["at"]
@@ -528,9 +586,21 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
 
 
 def _fold_delivery(alert: dict, event: dict) -> None:
-    """Delivery records per sink: `deliveries` for the page (opening or reopened), `closing_deliveries` for the close."""
-    paging = event.get("notice", "opening") in ("opening", "reopened")
-    records = alert["deliveries"] if paging else alert["closing_deliveries"]
+    """Delivery records per sink: `deliveries` for the page (opening or reopened), `escalation_deliveries` for
+    the notice of the latest escalation, `closing_deliveries` for the close. A delivered page or escalation
+    raises the sink's `sent_severity` (the severity it carried; an older record without one: the alert's)."""
+    notice = event.get("notice", "opening")
+    paging = notice in ("opening", "reopened")
+    if notice == "escalated":
+        current = (alert.get("escalation") or {}).get("escalation")
+        records = alert.setdefault("escalation_deliveries", {}) if event.get("escalation") == current else {}
+    else:
+        records = alert["deliveries"] if paging else alert["closing_deliveries"]
+    if event["event"] == "delivered" and (paging or notice == "escalated"):
+        sent = alert.setdefault("sent_severity", {})
+        level = event.get("severity") or alert.get("severity")
+        if severity_rank(level) > severity_rank(sent.get(event["sink"])):
+            sent[event["sink"]] = level
     delivery = records.setdefault(event["sink"], {"attempts": 0})
     if event["event"] == "delivery_started":
         delivery.update(status="sending", idempotency_key=event["idempotency_key"])
@@ -561,6 +631,7 @@ class UpsertResult:
     opened: list[dict] = field(default_factory=list)
     expected: list[dict] = field(default_factory=list)
     updated: list[dict] = field(default_factory=list)
+    escalated: list[dict] = field(default_factory=list)  # updated alerts whose severity rose to a new level
     unchanged: int = 0
     auto_resolved: list[dict] = field(default_factory=list)
 
@@ -603,6 +674,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     explained too: when a group grows by rows nothing explains (a GPU's thermal throttling joining a
     job-peer knock-on on its node two days earlier, rooted at their cluster), the incident pages as a
     new alert instead of updating the silent one (bench/soak.py, inc-thermal-h100-n04-gpu3).
+
+    Known spine factors must overlap (``factors_compatible``): two incidents of one cluster within two days
+    that grouping keeps apart by factor (a checkpoint slowdown, runtime goodput; a mix shift's idle GPUs,
+    allocation) are two alerts, not the first one's alert updated by the second; a side whose factor is
+    unknown matches as before.
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
@@ -612,6 +688,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
             continue
         if _explained_by_detection(alert) and not incident.get("expected_because"):
             continue  # a knock-on alert never takes in a change that nothing explains: that one pages
+        if not factors_compatible(alert, incident):
+            continue  # another incident of the same scope: a checkpoint slowdown is not a mix shift's idle GPUs
         same = (alert["grain"], alert["entity_id"]) == scope
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
@@ -625,6 +703,15 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def factors_compatible(alert: dict, incident: dict) -> bool:
+    """False only when both carry known spine factors and share none: the factors the alert opened with
+    (`dedup_factors`) or holds now (`factors`) against the incident's. Unknown on either side (a companion-only
+    group, no dominant factor, an alert stored before factors were kept) matches any."""
+    ours = set(incident.get("factors") or [])
+    theirs = set(alert.get("dedup_factors") or []) | set(alert.get("factors") or [])
+    return not ours or not theirs or bool(ours & theirs)
 
 
 def _explained_by_detection(alert: dict) -> bool:
@@ -658,6 +745,7 @@ EVIDENCE_FIELDS = (
     "metrics",
     "verdict",
     "top_factor",
+    "factors",
     "coinciding_changes",
     "children",
     "top_cause",
@@ -706,12 +794,19 @@ def upsert_incidents(
                 changes = {
                     name: incident[name]
                     for name in EVIDENCE_FIELDS
-                    if not same_evidence(match.get(name), incident[name])
+                    if name in incident and not same_evidence(match.get(name), incident[name])
                 }
                 if changes and match["status"] != "resolved":
                     changes |= assess(incident, tree, installed_gs, config)
                     events.append(_event("updated", match["alert_id"], now, actor, changes=changes))
+                    raised = escalation(match, changes)
                     match.update(changes)
+                    if severity_rank(match.get("severity")) > severity_rank(match.get("peak_severity")):
+                        match["peak_severity"] = match["severity"]
+                    if raised is not None:
+                        events.append(_event("escalated", match["alert_id"], now, actor, **raised))
+                        match |= {"escalation": raised, "escalations": raised["escalation"]}
+                        result.escalated.append(match)
                     result.updated.append(match)
                 else:
                     result.unchanged += 1
@@ -719,6 +814,7 @@ def upsert_incidents(
             alert = dict(incident) | assess(incident, tree, installed_gs, config)
             alert["owner"] = config.owners.get(incident["entity_id"])
             alert["dedup_change_date"] = incident["change_date"]
+            alert["dedup_factors"] = list(incident.get("factors") or [])
             annotation = matching_annotation(incident, annotations)
             status = "open"
             if incident["direction"] != "regression":  # an improvement: a notice in the store, never paged
