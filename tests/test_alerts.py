@@ -1134,3 +1134,51 @@ def test_an_acknowledged_alert_that_turns_critical_notifies_again_and_a_pending_
     ]
     assert deliver(tmp_path / "alerts", config, now=later).escalated == []
     assert [a["status"] for a in read_alerts(tmp_path / "alerts")] == ["acknowledged", "notified"]
+
+
+def test_an_improvement_reads_as_a_gain_wherever_it_is_shown(tmp_path, capsys):
+    """The store keeps −ΔG × hours (negative for an improvement); the CLI, the payload, Slack and the HTML page
+    show GAINED, never a negative loss; a regression still reads LOST."""
+    from perf_assets.cli import main
+    from perf_assets.lib import html_report
+    from perf_assets.lib.alert_delivery import payload, slack_text
+    from perf_assets.lib.alert_text import impact_text
+    from perf_assets.lib.paths import DataHome
+
+    better = regression("2026-11-09", entity="beta", kind="improvement", effect=0.1, ci=(0.08, 0.12))
+    sized = _sized("alpha", "beta")
+    upsert(tmp_path / "alerts", regression(), **sized)
+    upsert_incidents(tmp_path / "alerts", build_incidents(frame(better), change_kind="improvement"), now=NOW, **sized)
+    worse, notice = read_alerts(tmp_path / "alerts")
+    assert notice["impact"]["lost_gpu_hours_per_day"] == pytest.approx(-0.36 * 0.1 * 768)  # stored sign kept
+    assert (
+        impact_text(notice["impact"]) == "GAINED 27.6 GPU-h/d" and impact_text(worse["impact"]) == "LOST 33.2 GPU-h/d"
+    )
+    assert impact_text({"lost_h100_equivalent_hours_per_day": -3.0}) == "GAINED 3.0 H100-eq h/d"
+    assert impact_text({}) == "impact unknown"
+
+    assert main(["alerts", "list", "--all", "--data-dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "IMPACT" in table and "GAINED 27.6 GPU-h/d" in table and "LOST 33.2 GPU-h/d" in table and "-27" not in table
+    assert main(["alerts", "list", "--status", "expected", "--json", "--data-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["impact_text"] == "GAINED 27.6 GPU-h/d"
+
+    body = payload(notice, "file")
+    assert body["impact_text"] == "GAINED 27.6 GPU-h/d" and "GAINED 27.6 GPU-h/d" in slack_text(body)
+    data = {
+        "alert": notice,
+        "evidence": notice["metrics"]["goodput"],
+        "series": [],
+        "unit": None,
+        "band": None,
+        "factors": {},
+        "causes": [],
+        "coinciding": [],
+        "children": [],
+        "units": {},
+        "impact": notice["impact"],
+        "split": {},
+    }
+    html = html_report.render_alert(data, DataHome(tmp_path))
+    assert "gained GPU-hours per day" in html and "GAINED 27.6 GPU-h/d" in html and "lost GPU-hours" not in html
+    assert "95 % CI of the gain</td><td" in html and "22.12 GPU-h/day to 33.18 GPU-h/day" in html

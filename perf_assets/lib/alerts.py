@@ -9,7 +9,9 @@
     silenced until a date: an overlay on any unresolved status; nothing is sent while it lasts.
 
 Every sink that was sent an alert's opening notice is later sent one closing notice when the alert
-is resolved or turns expected (alert_delivery.py), so no receiver is left with a stale page.
+is resolved or turns expected (alert_delivery.py), so no receiver is left with a stale page. An open,
+notified or acknowledged alert whose severity a later run raises to a level it never had gets an
+`escalated` event, sent once to each routed sink that never had that level.
 
 Storage: ``alerts/events.jsonl``, one JSON event per line (time, actor, event, alert id, fields),
 appended under a file lock with fsync; the current state of every alert is the fold of the log.
@@ -771,6 +773,8 @@ def upsert_incidents(
     One alert takes the evidence of one incident per run, the first (incidents come sorted by
     entity and change day): two incidents of a run on one alert no longer toggle its change day
     back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October).
+    An update that raises an active alert's severity above every level it had also gets an `escalated`
+    event (``escalation``), which the delivery sends once per routed sink (alert_delivery.py).
     """
     config = config or AlertConfig()
     annotations = annotations or []
