@@ -1182,3 +1182,28 @@ def test_an_improvement_reads_as_a_gain_wherever_it_is_shown(tmp_path, capsys):
     html = html_report.render_alert(data, DataHome(tmp_path))
     assert "gained GPU-hours per day" in html and "GAINED 27.6 GPU-h/d" in html and "lost GPU-hours" not in html
     assert "95 % CI of the gain</td><td" in html and "22.12 GPU-h/day to 33.18 GPU-h/day" in html
+
+
+def test_a_share_that_is_bad_when_it_rises_is_sized_by_what_its_factor_loses():
+    """The a100 fragmentation burst of `incidents` seed 1: idle-fragmented capacity 0.6 % -> 43 % (+6849 %) was
+    sized as goodput × 69, a loss of −19960 GPU-h/d (a gain of 26 times the cluster); it is allocation's fall."""
+    levels = pd.concat(
+        [
+            tree([0.36] * 20, noise=0.0),
+            tree([0.9] * 20, node="allocation", noise=0.0),
+            tree([0.006] * 20, node="idle_fragmented_share", noise=0.0).assign(direction=-1),
+            tree([0.5] * 20, node="xid_node_faults", noise=0.0).assign(direction=-1),
+        ],
+        ignore_index=True,
+    )
+    burst = regression(metric="idle_fragmented_share", effect=68.5, ci=(65.0, 72.0), before_level=0.006)
+    (incident,) = build_incidents(frame(burst))
+    size = impact(incident, levels, _installed("alpha"))
+    # allocation falls by 0.006 × 68.5 = 0.411 of 0.9: goodput 0.36 × 0.411 / 0.9 of 768 GPU-hours a day
+    assert size["lost_gpu_hours_per_day"] == pytest.approx(0.36 * 0.006 * 68.5 / 0.9 * 768)
+    assert size["lost_gpu_hours_per_day_ci"] == pytest.approx([0.36 * 0.006 * r / 0.9 * 768 for r in (65.0, 72.0)])
+    assert severity(size["lost_gpu_hours_per_day"], "high", AlertConfig()) == "critical"
+    # a fault count that rises is not a share of capacity: its size is unknown (severity major), never a gain
+    faults = regression(metric="xid_node_faults", effect=3.0, ci=(1.5, 5.0), before_level=0.5)
+    unknown = impact(build_incidents(frame(faults))[0], levels, _installed("alpha"))
+    assert unknown["lost_gpu_hours_per_day"] is None and unknown["lost_h100_equivalent_hours_per_day"] is None

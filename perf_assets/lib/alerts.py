@@ -39,7 +39,7 @@ from filelock import FileLock
 
 from perf_assets.lib.alert_text import lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
-from perf_assets.lib.grouping import factor_of, group_regressions
+from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
 from perf_assets.lib.topology import Topology
 
 EVENTS_FILE = "events.jsonl"
@@ -395,9 +395,13 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
         g_before = headline.get("before_level")
     out: dict[str, Any] = {"goodput_before": g_before}
     effect = headline.get("relative_effect")
-    if g_before is None or effect is None:
+    per_effect = _factor_scale(incident, tree, start, change)
+    if g_before is None or effect is None or per_effect is None:
         return out | {"lost_gpu_hours_per_day": None, "lost_h100_equivalent_hours_per_day": None}
-    loss = [-g_before * value for value in (effect, headline.get("ci_high"), headline.get("ci_low"))]
+    loss = [
+        -g_before * per_effect * value if value is not None else None
+        for value in (effect, headline.get("ci_high"), headline.get("ci_low"))
+    ]
     out["delta_goodput"] = -loss[0]
     after = goodput[(goodput["metric_date"] >= change) & (goodput["metric_date"] < end)]
     h100 = float(after["denominator"].mean()) / (H100_PEAK_FLOPS * 3600) if len(after) else None
@@ -415,6 +419,31 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
     if scale is not None and None not in loss[1:]:
         out["lost_gpu_hours_per_day_ci"] = sorted([loss[1] * scale, loss[2] * scale])
     return out
+
+
+def _direction(tree: pd.DataFrame | None, node: str) -> int:
+    """The metric's direction in metric_tree_daily (1: up is good, -1: up is bad); 1 when unknown."""
+    if tree is None or tree.empty or "direction" not in tree.columns:
+        return 1
+    rows = tree.loc[tree["node_id"] == node, "direction"]
+    return int(rows.iloc[0]) if len(rows) else 1
+
+
+def _factor_scale(incident: dict, tree: pd.DataFrame | None, start: date, change: date) -> float | None:
+    """The relative change of goodput per relative change of the headline metric: 1 for goodput, a factor or a
+    companion (goodput = A × U × R × P); for a share that is bad when it rises (idle, down, badput, idle
+    fragmented: direction -1) its factor loses what the share gains, so −before_level / factor_before (a burst of
+    idle-fragmented capacity from 0.6 % to 43 % is allocation −0.42 of ~0.9, not goodput × 69); None (unknown)
+    for another metric that is bad when it rises (a fault count) or without the factor's level."""
+    metric = incident["headline_metric"]
+    if metric == "goodput" or _direction(tree, metric) > 0:
+        return 1.0
+    factor = FACTOR_OF_METRIC.get(metric) if metric.endswith("_share") else None
+    before_level = _num(incident["metrics"][metric].get("before_level"))
+    if factor is None or before_level is None:
+        return None
+    factor_before = _pooled(_series(tree, incident["grain"], incident["entity_id"], factor), start, change)
+    return -before_level / factor_before if factor_before else None
 
 
 def confidence(metrics: dict) -> str:
