@@ -379,7 +379,8 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
     """Lost useful GPU-hours per day (docs/alerts.md, "Severity").
 
     ΔG = after − before of goodput when goodput itself moved, else G_before × relative effect of the
-    factor (goodput is the product of the factors). lost = −ΔG × installed GPU-hours per day over the
+    factor (goodput is the product of the factors), for a share that is bad when it rises scaled to its
+    factor's relative change (``_factor_scale``; unknown for a fault count). lost = −ΔG × installed GPU-hours per day over the
     after window (installed_gs / 3600 from fct_cluster_day / fct_fleet_day), and in H100-equivalent
     hours = −ΔG × installed peak-FLOP-seconds per day / (989.4e12 × 3600) from metric_tree_daily.
     The interval uses the effect's 95% CI the same way.
