@@ -147,13 +147,18 @@ def replay(
                 "opened": [a["alert_id"] for a in result.opened],
                 "notices": [a["alert_id"] for a in result.expected],
                 "updated": len(result.updated),
+                "escalated": [
+                    f"{a['alert_id']} {a['escalation']['from_severity']}->{a['escalation']['to_severity']}"
+                    for a in result.escalated
+                ],
                 "resolved": [a["alert_id"] for a in resolved],
             }
         )
         opened = ", ".join(f"{a['alert_id']} {a['grain']} {a['entity_id']} {a['change_date']}" for a in result.opened)
         log(
             f"{day} detect {detect_s:5.1f} s, opened {len(result.opened)} {opened}; expected/notices "
-            f"{len(result.expected)}; updated {len(result.updated)}; resolved {len(resolved)}"
+            f"{len(result.expected)}; updated {len(result.updated)}; escalated {len(result.escalated)}; "
+            f"resolved {len(resolved)}"
         )
     return per_day, topology, read_alerts(store)
 
@@ -178,6 +183,8 @@ def main() -> int:
     labels = load_labels(args.labels or home.labels_file)
     score = score_alerts(alerts, labels, topology, delivered={})
     print(f"replayed {len(per_day)} days in {time.perf_counter() - started:.0f} s; store {store}")
+    escalations = [item for day in per_day for item in day["escalated"]]
+    print(f"escalations {len(escalations)}: {' '.join(escalations) or 'none'} (no delivery here: every alert is open)")
     for label, ids in score["alerts_per_label"].items():
         print(f"  {label}: {len(ids)} {' '.join(ids)}")
     print(

@@ -279,6 +279,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
+    from perf_assets.lib.alert_text import impact_text
     from perf_assets.lib.alerts import (
         ACTIVE_STATUSES,
         STATUSES,
@@ -326,21 +327,22 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         alerts = [alert for alert in alerts if alert["status"] in ACTIVE_STATUSES]
     if alerts and not args.json:
         print(
-            f"{'ID':<12}  {'STATUS':<12}  {'SEVERITY':<8}  {'CONF':<6}  {'LOST GPU-h/d':>12}  {'CHANGE':<10}  "
+            f"{'ID':<12}  {'STATUS':<12}  {'SEVERITY':<8}  {'CONF':<6}  {'IMPACT':<22}  {'CHANGE':<10}  "
             f"{'ENTITY':<16}  {'OWNER':<10}  {'SILENCED TO':<11}  SUMMARY"
         )
     for alert in alerts:
         if args.json:
-            print(json.dumps({k: v for k, v in alert.items() if k != "history"}, sort_keys=True, default=str))
+            shown = {k: v for k, v in alert.items() if k != "history"} | {
+                "impact_text": impact_text(alert.get("impact"))
+            }
+            print(json.dumps(shown, sort_keys=True, default=str))
             continue
-        size = alert.get("impact") or {}
-        lost = size.get("lost_gpu_hours_per_day")
-        lost = size.get("lost_h100_equivalent_hours_per_day") if lost is None else lost
+        size = impact_text(alert.get("impact"))  # LOST 12.3 GPU-h/d; an improvement GAINED
         silenced = alert["silenced_until"] if is_silenced(alert, now) else "-"
         entity = "fleet" if alert["grain"] == "fleet" else f"{alert['grain']} {alert['entity_id']}"
         print(
             f"{alert['alert_id']:<12}  {alert['status']:<12}  {alert.get('severity') or '?':<8}  "
-            f"{alert.get('confidence') or '?':<6}  {'?' if lost is None else f'{lost:.1f}':>12}  "
+            f"{alert.get('confidence') or '?':<6}  {size:<22}  "
             f"{alert['change_date']:<10}  {entity:<16}  {alert.get('owner') or '-':<10}  {silenced:<11}  "
             f"{alert['summary']}"
         )
@@ -530,7 +532,14 @@ def parser() -> argparse.ArgumentParser:
         target.add_argument("--status", default=default, help="only these statuses, comma-separated")
 
     list_options(alerts, None)
-    list_options(alert_command("list", "alerts as a table (default: open, notified, acknowledged)"), argparse.SUPPRESS)
+    list_options(
+        alert_command(
+            "list",
+            "alerts as a table (default: open, notified, acknowledged); IMPACT reads LOST or, for an improvement, "
+            "GAINED GPU-hours per day",
+        ),
+        argparse.SUPPRESS,
+    )
     for name, help_text in (("ack", "acknowledge an alert"), ("resolve", "resolve an alert by hand")):
         sub = alert_command(name, help_text)
         sub.add_argument("alert_id", help="alert id (or a unique prefix of 4+ characters)")

@@ -1012,3 +1012,198 @@ def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_
     again = upsert_incidents(tmp_path, incidents, now=NOW)
     assert again.opened == [] and again.updated == [] and again.unchanged == 2
     assert [event["event"] for event in read_alerts(tmp_path)[0]["history"]] == ["created"]
+
+
+# --------------------------------------------------------------------------- factors, escalation, gains (issue 7)
+
+
+def test_two_incidents_of_other_factors_on_one_cluster_within_two_days_are_two_alerts(tmp_path):
+    """The soak's h100-west: a checkpoint slowdown (runtime goodput) on 19 Oct absorbed the mix shift's side there
+    (allocation, 21 Oct): same cluster, same direction, 2 days apart, so one dedup key and one alert."""
+    checkpoint = regression("2026-10-19", entity="h100-west", metric="runtime_goodput", top_factor="runtime_goodput")
+    mix = regression(
+        "2026-10-21", entity="h100-west", metric="allocation", top_factor="allocation", effect=-0.2, ci=(-0.24, -0.16)
+    )
+    incidents = build_incidents(frame(checkpoint, mix))
+    assert [(i["headline_metric"], i["factors"]) for i in incidents] == [
+        ("runtime_goodput", ["runtime_goodput"]),
+        ("allocation", ["allocation"]),
+    ]
+    both = upsert_incidents(tmp_path, incidents, now=NOW)
+    assert [a["headline_metric"] for a in both.opened] == ["runtime_goodput", "allocation"]
+    assert upsert_incidents(tmp_path, incidents, now=NOW).opened == []  # the next run: each updates its own
+    # the checkpoint's alert first, the mix shift a run later: a second alert, not an update of the first
+    (first,) = upsert(tmp_path / "later", checkpoint).opened
+    later = upsert(tmp_path / "later", checkpoint, mix)
+    assert [a["headline_metric"] for a in later.opened] == ["allocation"] and later.unchanged == 1
+    # the same incident with an unknown factor (a companion-only group) still dedups
+    companion = regression("2026-10-20", entity="h100-west", metric="clock_ratio", top_factor=None)
+    assert build_incidents(frame(companion))[0]["factors"] == ["program_goodput"]
+    unknown = regression("2026-10-20", entity="h100-west", metric="power_limit_w_ratio", top_factor=None)
+    assert build_incidents(frame(unknown))[0]["factors"] == []
+    assert upsert(tmp_path / "later", unknown).opened == []
+
+
+def test_a_goodput_change_whose_top_factor_flips_with_noise_keeps_its_alert(tmp_path):
+    """Two factors share goodput's fall; the next run's LMDI top is the other one (55 %): the same incident."""
+    (alert,) = upsert(tmp_path, regression("2026-10-19", top_factor="runtime_goodput", top_factor_share=0.9)).opened
+    flipped = upsert(tmp_path, regression("2026-10-20", top_factor="program_goodput", top_factor_share=0.55))
+    assert flipped.opened == [] and [a["alert_id"] for a in flipped.updated] == [alert["alert_id"]]
+    # a change that program goodput clearly carries, on the runtime alert's cluster 2 days later: another incident
+    other = upsert(tmp_path, regression("2026-10-21", top_factor="program_goodput", top_factor_share=0.95))
+    assert len(other.opened) == 1
+
+
+def _installed(*entities: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"grain": "cluster", "entity_id": e, "metric_date": START + timedelta(days=d), "installed_gs": 32 * 86400}
+            for e in entities
+            for d in range(20)
+        ]
+    )
+
+
+def _sized(*entities: str) -> dict:
+    """Impact inputs: goodput 0.36 flat before the change on 32 installed GPUs (768 GPU-hours a day)."""
+    levels = pd.concat([tree([0.36] * 20, entity=e, noise=0.0) for e in entities], ignore_index=True)
+    return {"tree": levels, "installed_gs": _installed(*entities)}
+
+
+def test_a_notified_alert_whose_severity_rises_is_escalated_once_retried_until_delivered(tmp_path, receiver):
+    server = receiver(["ok", "500", "500", "500", "ok"])
+    config = hook_config(server.url)
+    sized = _sized("alpha")
+
+    def run(effect: float):  # one detection run: alpha's change sized by its effect (0.36 x effect x 768 GPU-h)
+        return upsert(tmp_path, regression(effect=effect, ci=(effect * 1.05, effect * 0.95)), config=config, **sized)
+
+    (alert,) = run(-0.05).opened
+    assert alert["severity"] == "major"
+    deliver(tmp_path, config, now=NOW)  # the page
+    grown = run(-0.40)  # 110.6 GPU-h/d: critical
+    assert [a["alert_id"] for a in grown.escalated] == [alert["alert_id"]]
+    failing = deliver(tmp_path, config, now=NOW)  # the escalation fails 3 times: it stays owed
+    assert failing.escalated == [] and failing.pending == 1
+    sent = deliver(tmp_path, config, now=NOW)
+    assert sent.escalated == [(alert["alert_id"], "hook")] and "1 escalation notice(s)" in sent.line()
+    # the same level again, a decrease, and back to critical: never re-sent
+    assert run(-0.42).escalated == [] and run(-0.05).escalated == [] and run(-0.40).escalated == []
+    assert deliver(tmp_path, config, now=NOW).escalated == []
+
+    bodies = [r["body"] for r in server.accepted()]
+    assert [b["notice"] for b in bodies] == ["opening", "escalated"] and len(
+        {b["idempotency_key"] for b in bodies}
+    ) == 2
+    assert bodies[0]["impact_text"] == "LOST 13.8 GPU-h/d"
+    assert bodies[1]["escalation_text"] == "ESCALATED major → critical: LOST 13.8 GPU-h/d → LOST 110.6 GPU-h/d"
+    stored = read_alerts(tmp_path)[0]
+    assert stored["status"] == "notified" and stored["escalations"] == 1 and stored["peak_severity"] == "critical"
+    assert [e["event"] for e in stored["history"]].count("escalated") == 1
+
+
+def test_an_acknowledged_alert_that_turns_critical_notifies_again_and_a_pending_page_goes_at_the_new_level(tmp_path):
+    config = AlertConfig.from_dict(
+        {
+            "sinks": {"file": {"type": "jsonl"}, "oncall": {"type": "jsonl", "path": "alerts/oncall.jsonl"}},
+            "routes": [{"match": {"severity": "critical"}, "sinks": ["file", "oncall"]}],
+            "default_route": ["file"],
+        }
+    )
+    sized = _sized("alpha", "beta")
+
+    def run(effect: float):  # alpha and beta move alike
+        rows = [regression(effect=effect, ci=(effect * 1.05, effect * 0.95), entity=e) for e in ("alpha", "beta")]
+        return upsert(tmp_path / "alerts", *rows, config=config, **sized)
+
+    acked, never_paged = run(-0.02).opened  # 5.5 GPU-h/d: minor
+    transition(tmp_path / "alerts", never_paged["alert_id"], "silence", until=date(2026, 11, 20), actor="ana", now=NOW)
+    deliver(tmp_path / "alerts", config, now=NOW)
+    transition(tmp_path / "alerts", acked["alert_id"], "acknowledge", actor="ana", now=NOW)
+    # beta's page was silenced before it went; silence ends, its severity rises: one page, at critical
+    assert len(run(-0.40).escalated) == 2
+    later = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+    report = deliver(tmp_path / "alerts", config, now=later)
+    assert sorted(report.escalated) == [(acked["alert_id"], "file"), (acked["alert_id"], "oncall")]
+    assert sorted(report.delivered) == [(never_paged["alert_id"], "file"), (never_paged["alert_id"], "oncall")]
+    file_sink = [json.loads(line) for line in (tmp_path / "alerts" / "alerts.jsonl").read_text().splitlines()]
+    assert [(b["entity_id"], b["notice"], b["severity"]) for b in file_sink] == [
+        ("alpha", "opening", "minor"),
+        ("beta", "opening", "critical"),  # pages first, then escalations
+        ("alpha", "escalated", "critical"),
+    ]
+    assert deliver(tmp_path / "alerts", config, now=later).escalated == []
+    assert [a["status"] for a in read_alerts(tmp_path / "alerts")] == ["acknowledged", "notified"]
+
+
+def test_an_improvement_reads_as_a_gain_wherever_it_is_shown(tmp_path, capsys):
+    """The store keeps −ΔG × hours (negative for an improvement); the CLI, the payload, Slack and the HTML page
+    show GAINED, never a negative loss; a regression still reads LOST."""
+    from perf_assets.cli import main
+    from perf_assets.lib import html_report
+    from perf_assets.lib.alert_delivery import payload, slack_text
+    from perf_assets.lib.alert_text import impact_text
+    from perf_assets.lib.paths import DataHome
+
+    better = regression("2026-11-09", entity="beta", kind="improvement", effect=0.1, ci=(0.08, 0.12))
+    sized = _sized("alpha", "beta")
+    upsert(tmp_path / "alerts", regression(), **sized)
+    upsert_incidents(tmp_path / "alerts", build_incidents(frame(better), change_kind="improvement"), now=NOW, **sized)
+    worse, notice = read_alerts(tmp_path / "alerts")
+    assert notice["impact"]["lost_gpu_hours_per_day"] == pytest.approx(-0.36 * 0.1 * 768)  # stored sign kept
+    assert (
+        impact_text(notice["impact"]) == "GAINED 27.6 GPU-h/d" and impact_text(worse["impact"]) == "LOST 33.2 GPU-h/d"
+    )
+    assert impact_text({"lost_h100_equivalent_hours_per_day": -3.0}) == "GAINED 3.0 H100-eq h/d"
+    assert impact_text({}) == "impact unknown"
+
+    assert main(["alerts", "list", "--all", "--data-dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "IMPACT" in table and "GAINED 27.6 GPU-h/d" in table and "LOST 33.2 GPU-h/d" in table and "-27" not in table
+    assert main(["alerts", "list", "--status", "expected", "--json", "--data-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["impact_text"] == "GAINED 27.6 GPU-h/d"
+
+    body = payload(notice, "file")
+    assert body["impact_text"] == "GAINED 27.6 GPU-h/d" and "GAINED 27.6 GPU-h/d" in slack_text(body)
+    data = {
+        "alert": notice,
+        "evidence": notice["metrics"]["goodput"],
+        "series": [],
+        "unit": None,
+        "band": None,
+        "factors": {},
+        "causes": [],
+        "coinciding": [],
+        "children": [],
+        "units": {},
+        "impact": notice["impact"],
+        "split": {},
+    }
+    html = html_report.render_alert(data, DataHome(tmp_path))
+    assert "gained GPU-hours per day" in html and "GAINED 27.6 GPU-h/d" in html and "lost GPU-hours" not in html
+    assert "95 % CI of the gain</td><td" in html and "22.12 GPU-h/day to 33.18 GPU-h/day" in html
+
+
+def test_a_share_that_is_bad_when_it_rises_is_sized_by_what_its_factor_loses():
+    """The a100 fragmentation burst of `incidents` seed 1: idle-fragmented capacity 0.6 % -> 43 % (+6849 %) was
+    sized as goodput × 69, a loss of −19960 GPU-h/d (a gain of 26 times the cluster); it is allocation's fall."""
+    levels = pd.concat(
+        [
+            tree([0.36] * 20, noise=0.0),
+            tree([0.9] * 20, node="allocation", noise=0.0),
+            tree([0.006] * 20, node="idle_fragmented_share", noise=0.0).assign(direction=-1),
+            tree([0.5] * 20, node="xid_node_faults", noise=0.0).assign(direction=-1),
+        ],
+        ignore_index=True,
+    )
+    burst = regression(metric="idle_fragmented_share", effect=68.5, ci=(65.0, 72.0), before_level=0.006)
+    (incident,) = build_incidents(frame(burst))
+    size = impact(incident, levels, _installed("alpha"))
+    # allocation falls by 0.006 × 68.5 = 0.411 of 0.9: goodput 0.36 × 0.411 / 0.9 of 768 GPU-hours a day
+    assert size["lost_gpu_hours_per_day"] == pytest.approx(0.36 * 0.006 * 68.5 / 0.9 * 768)
+    assert size["lost_gpu_hours_per_day_ci"] == pytest.approx([0.36 * 0.006 * r / 0.9 * 768 for r in (65.0, 72.0)])
+    assert severity(size["lost_gpu_hours_per_day"], "high", AlertConfig()) == "critical"
+    # a fault count that rises is not a share of capacity: its size is unknown (severity major), never a gain
+    faults = regression(metric="xid_node_faults", effect=3.0, ci=(1.5, 5.0), before_level=0.5)
+    unknown = impact(build_incidents(frame(faults))[0], levels, _installed("alpha"))
+    assert unknown["lost_gpu_hours_per_day"] is None and unknown["lost_h100_equivalent_hours_per_day"] is None

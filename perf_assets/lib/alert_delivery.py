@@ -16,6 +16,11 @@ Reopened alerts: an expected alert whose annotation is withdrawn (deleted or nar
 annotations.yaml) is open again in a new generation (`generation` 1, 2, ...): each routed sink gets a
 new page — `notice: "reopened"` where it had the earlier page, else `"opening"` — and every key of a
 later generation differs from the earlier ones, so a receiver deduplicating on keys still shows it.
+
+Escalations: when a later detection run raises an open, notified or acknowledged alert's severity to a level it
+never had (`escalated` event, alerts.py), every sink of its route that was not already sent that level gets one
+`notice: "escalated"` (before/after severity and impact; key per escalation number), recorded, retried and
+deduplicated like a page. A sink whose opening page is still pending gets the page instead, at the new level.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from pathlib import Path
 import requests
 from filelock import FileLock, Timeout
 
+from perf_assets.lib.alert_text import escalation_text, impact_text
 from perf_assets.lib.alerts import (
+    ACTIVE_STATUSES,
     AlertConfig,
     _event,
     _lock,
@@ -44,6 +51,7 @@ from perf_assets.lib.alerts import (
     is_silenced,
     read_events,
     reopen_unannotated,
+    severity_rank,
     utcnow,
 )
 
@@ -62,8 +70,10 @@ CLOSING_NOTICES = ("resolved", "expected")  # the alert statuses that close a pa
 OPENING_NOTICES = ("opening", "reopened")  # the notices that page (recorded under `deliveries`)
 
 
-def idempotency_key(alert_id: str, sink: str, notice: str = "opening", generation: int = 0) -> str:
+def idempotency_key(alert_id: str, sink: str, notice: str = "opening", generation: int = 0, escalation: int = 0) -> str:
     seed = f"perfwh|{alert_id}|{sink}" if notice == "opening" else f"perfwh|{alert_id}|{sink}|{notice}"
+    if notice == "escalated":  # one key per escalation: the second one (major -> critical) is a new message
+        seed += f"|{escalation}"
     if generation:  # a reopened alert: new keys for its new page and its new close
         seed += f"|g{generation}"
     return hashlib.sha256(seed.encode()).hexdigest()[:24]
@@ -73,23 +83,45 @@ def payload(alert: dict, sink: str, notice: str = "opening") -> dict:
     """What every sink receives: the alert without its history and delivery records, plus the key.
 
     `notice` says what the message is: "opening" (the page), "reopened" (a page again after its
-    annotation was withdrawn), "resolved" or "expected" (its close).
+    annotation was withdrawn), "escalated" (its severity rose to a level it never had), "resolved" or
+    "expected" (its close). `impact_text` is the impact as a person reads it ("LOST 12.3 GPU-h/d", an
+    improvement "GAINED ..."); an escalation adds `escalation_text` ("ESCALATED major → critical: ...").
     """
-    body = {k: v for k, v in alert.items() if k not in ("history", "deliveries", "closing_deliveries")}
-    key = idempotency_key(alert["alert_id"], sink, notice, alert.get("generation", 0))
-    return body | {"idempotency_key": key, "sink": sink, "notice": notice}
+    hidden = ("history", "deliveries", "closing_deliveries", "escalation_deliveries", "sent_severity")
+    body = {k: v for k, v in alert.items() if k not in hidden}
+    escalation = int((alert.get("escalation") or {}).get("escalation") or 0) if notice == "escalated" else 0
+    key = idempotency_key(alert["alert_id"], sink, notice, alert.get("generation", 0), escalation)
+    body |= {"idempotency_key": key, "sink": sink, "notice": notice, "impact_text": impact_text(alert.get("impact"))}
+    if notice == "escalated":
+        body["escalation_text"] = escalation_text(alert.get("escalation"))
+    return body
 
 
 def closing_sinks(alert: dict) -> list[str]:
-    """Sinks still owed a closing notice: the alert is closed and they were sent its opening notice."""
+    """Sinks still owed a closing notice: the alert is closed and they were sent its page (or an escalation)."""
     if alert["status"] not in CLOSING_NOTICES:
         return []
     closed = alert.get("closing_deliveries") or {}
-    return [
-        sink
-        for sink, record in alert["deliveries"].items()
-        if record.get("status") == "delivered" and closed.get(sink, {}).get("status") != "delivered"
-    ]
+    paged = [sink for sink, record in alert["deliveries"].items() if record.get("status") == "delivered"]
+    paged += [sink for sink in alert.get("sent_severity") or {} if sink not in paged]
+    return [sink for sink in paged if closed.get(sink, {}).get("status") != "delivered"]
+
+
+def escalation_sinks(alert: dict, config: AlertConfig) -> list[str]:
+    """Sinks still owed the notice of the alert's latest escalation: it is open, notified or acknowledged, the
+    sink is on its route (at its severity now) and was never sent the escalated level. A sink whose opening
+    page is still pending is not among them: that page goes out at the new level."""
+    raised = alert.get("escalation")
+    if not raised or alert["status"] not in ACTIVE_STATUSES:
+        return []
+    sent = alert.get("sent_severity") or {}
+    owed = []
+    for sink in routed_sinks(alert, config):
+        if alert["status"] == "open" and alert["deliveries"].get(sink, {}).get("status") != "delivered":
+            continue  # the page is still owed
+        if severity_rank(sent.get(sink)) < severity_rank(raised["to_severity"]):
+            owed.append(sink)
+    return owed
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -191,22 +223,29 @@ def send_slack(spec: dict, body: dict) -> SendOutcome:
         from dagster_slack import SlackResource
     except ImportError:
         raise SinkUnavailable("dagster-slack is not installed (pip install dagster-slack==0.29.27)") from None
-    prefix = {"resolved": "RESOLVED ", "expected": "EXPECTED ", "reopened": "REOPENED "}.get(
-        body.get("notice", "opening"), ""
-    )
-    text = (
-        f"{prefix}[{body.get('severity', '?')}] {body['summary']} "
-        f"(alert {body['alert_id']}, key {body['idempotency_key']})"
-    )
-    if body.get("notice") == "expected" and body.get("expected_by"):
-        text += f"; covered by annotation {body['expected_by'].get('id')}: {body['expected_by'].get('note', '')}"
-    if body.get("notice") == "reopened" and body.get("withdrawn_annotation"):
-        text += f"; annotation {body['withdrawn_annotation'].get('id')} no longer covers it"
+    text = slack_text(body)
     try:
         SlackResource(token=token).get_client().chat_postMessage(channel=spec["channel"], text=text)
     except Exception as error:  # slack_sdk raises SlackApiError and network errors
         return SendOutcome(False, 1, f"{type(error).__name__}: {error}")
     return SendOutcome(True, 1, spec["channel"])
+
+
+def slack_text(body: dict) -> str:
+    """The Slack message of a payload: the notice, severity, summary, impact read as LOST or GAINED, the ids."""
+    notice = body.get("notice", "opening")
+    prefix = {"resolved": "RESOLVED ", "expected": "EXPECTED ", "reopened": "REOPENED "}.get(notice, "")
+    size = body.get("impact_text") or impact_text(body.get("impact"))
+    if notice == "escalated":
+        head = f"{body.get('escalation_text') or 'ESCALATED'}; [{body.get('severity', '?')}] {body['summary']}"
+    else:
+        head = f"{prefix}[{body.get('severity', '?')}] {body['summary']}; {size}"
+    text = f"{head} (alert {body['alert_id']}, key {body['idempotency_key']})"
+    if notice == "expected" and body.get("expected_by"):
+        text += f"; covered by annotation {body['expected_by'].get('id')}: {body['expected_by'].get('note', '')}"
+    if notice == "reopened" and body.get("withdrawn_annotation"):
+        text += f"; annotation {body['withdrawn_annotation'].get('id')} no longer covers it"
+    return text
 
 
 def check_available(spec: dict) -> None:
@@ -246,6 +285,7 @@ class DeliveryReport:
     closed: list[tuple[str, str, str]] = field(default_factory=list)  # (alert_id, sink, notice)
     expected: list[str] = field(default_factory=list)  # alerts an annotation turned expected in this pass
     reopened: list[str] = field(default_factory=list)  # expected alerts whose annotation was withdrawn
+    escalated: list[tuple[str, str]] = field(default_factory=list)  # (alert_id, sink): escalation notices sent
     pending: int = 0
     silenced: int = 0
 
@@ -253,6 +293,7 @@ class DeliveryReport:
         return (
             f"delivered {len(self.delivered)}, failed {len(self.failed)}, notified {len(self.notified)} alert(s), "
             f"{len(self.closed)} closing notice(s); "
+            + (f"{len(self.escalated)} escalation notice(s); " if self.escalated else "")
             + (f"{len(self.expected)} turned expected by annotations; " if self.expected else "")
             + (f"{len(self.reopened)} reopened (annotation withdrawn); " if self.reopened else "")
             + f"{self.pending} pending, {self.silenced} silenced"
@@ -308,11 +349,9 @@ def deliver(
 
 
 def _record_outcome(
-    record, alerts_dir: Path, alert_id: str, sink: str, key: str, actor: str, outcome, notice: str = "opening"
+    record, alerts_dir: Path, alert_id: str, sink: str, key: str, actor: str, outcome, tags: dict
 ) -> None:
-    fields = {"sink": sink, "idempotency_key": key, "attempts": outcome.attempts}
-    if notice != "opening":
-        fields["notice"] = notice
+    fields = {"sink": sink, "idempotency_key": key, "attempts": outcome.attempts} | tags
     if outcome.ok:
         event = _event("delivered", alert_id, utcnow(), actor, detail=outcome.detail, **fields)
     else:
@@ -335,17 +374,30 @@ def _send_notice(alerts_dir, config, report, alert, sink, notice, actor, sleep, 
     alert_id = alert["alert_id"]
     body = payload(alert, sink, notice)
     key = body["idempotency_key"]
-    started = {"sink": sink, "idempotency_key": key} | ({} if notice == "opening" else {"notice": notice})
+    tags = _notice_tags(alert, body, notice)
     with _lock(alerts_dir):
-        record(alerts_dir, [_event("delivery_started", alert_id, utcnow(), actor, **started)])
+        record(
+            alerts_dir, [_event("delivery_started", alert_id, utcnow(), actor, sink=sink, idempotency_key=key, **tags)]
+        )
     try:
         outcome = send(spec, body, alerts_dir, sleep=sleep)
     except SinkUnavailable as why:  # raced with the environment: recorded as a failure
         outcome = SendOutcome(False, 0, str(why))
-    _record_outcome(record, alerts_dir, alert_id, sink, key, actor, outcome, notice)
+    _record_outcome(record, alerts_dir, alert_id, sink, key, actor, outcome, tags)
     if not outcome.ok:
         report.failed.append((alert_id, sink, outcome.detail))
     return outcome.ok
+
+
+def _notice_tags(alert: dict, body: dict, notice: str) -> dict:
+    """What a delivery record says of its notice: the kind (an opening page says nothing), the severity a page or
+    an escalation carried (the fold keeps each sink's highest), the escalation's number."""
+    tags: dict = {} if notice == "opening" else {"notice": notice}
+    if notice in OPENING_NOTICES:
+        tags["severity"] = body.get("severity")
+    elif notice == "escalated":
+        tags |= {"severity": alert["escalation"]["to_severity"], "escalation": alert["escalation"]["escalation"]}
+    return tags
 
 
 def _paged_before(alert: dict, sink: str) -> bool:
@@ -397,6 +449,21 @@ def _deliver_pass(alerts_dir, config, report, now, actor, sleep, record, budget_
             if current.get("status") == "open":  # not acknowledged or resolved meanwhile
                 record(alerts_dir, [_event("notified", alert_id, utcnow(), actor, sinks=routed_sinks(alert, config))])
                 report.notified.append(alert_id)
+    with _lock(alerts_dir):  # again: the pages just sent carried the current severity
+        every = list(fold(read_events(alerts_dir)).values())
+    for alert in every:
+        if is_silenced(alert, now):
+            continue
+        for sink in escalation_sinks(alert, config):
+            if deferred(sink):
+                report.pending += 1
+                continue
+            sent = _send_notice(alerts_dir, config, report, alert, sink, "escalated", actor, sleep, record)
+            if sent:
+                report.escalated.append((alert["alert_id"], sink))
+            elif sent is False:
+                report.pending += 1
+                down.add(sink)
     for alert in every:
         if is_silenced(alert, now):
             continue

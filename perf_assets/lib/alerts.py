@@ -9,7 +9,9 @@
     silenced until a date: an overlay on any unresolved status; nothing is sent while it lasts.
 
 Every sink that was sent an alert's opening notice is later sent one closing notice when the alert
-is resolved or turns expected (alert_delivery.py), so no receiver is left with a stale page.
+is resolved or turns expected (alert_delivery.py), so no receiver is left with a stale page. An open,
+notified or acknowledged alert whose severity a later run raises to a level it never had gets an
+`escalated` event, sent once to each routed sink that never had that level.
 
 Storage: ``alerts/events.jsonl``, one JSON event per line (time, actor, event, alert id, fields),
 appended under a file lock with fsync; the current state of every alert is the fold of the log.
@@ -35,8 +37,9 @@ import pandas as pd
 import yaml
 from filelock import FileLock
 
+from perf_assets.lib.alert_text import lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
-from perf_assets.lib.grouping import group_regressions
+from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
 from perf_assets.lib.topology import Topology
 
 EVENTS_FILE = "events.jsonl"
@@ -46,10 +49,14 @@ ANNOTATIONS_FILE = "annotations.yaml"  # under PERFWH_HOME; PERFWH_ANNOTATIONS o
 
 STATUSES = ("open", "notified", "acknowledged", "resolved", "expected")
 ACTIVE_STATUSES = ("open", "notified", "acknowledged")
+SEVERITIES = ("minor", "major", "critical")  # lowest first
 DEDUP_WINDOW_DAYS = 2
 # What an improvement incident is stored as: `expected` (listed with --all, never sent, never auto-resolved).
 IMPROVEMENT_NOTICE = {"id": "improvement", "note": "an improvement: a notice, never paged", "source": "detection"}
 H100_PEAK_FLOPS = 989.4e12  # dense BF16 peak of an H100-SXM (dbt seed gpu_sku_specs): 1 H100-equivalent GPU
+# A goodput row's top factor names the incident's factor only when it carries at least this share of goodput's Δln:
+# two factors that share a change about equally swap places with noise from one run to the next.
+DOMINANT_FACTOR_SHARE = 2 / 3
 
 # Which transitions a person (or the delivery) may make; anything else is rejected with a reason.
 TRANSITIONS = {
@@ -309,12 +316,29 @@ def build_incidents(
                 ],
                 "verdict": str(headline.get("verdict") or "confirmed"),
                 "top_factor": headline.get("top_factor"),
+                "factors": incident_factors(records),
                 "coinciding_changes": json.loads(headline.get("coinciding_changes") or "[]"),
                 "top_cause": cause[0] if cause else None,
             }
             | _expected_because(headline, records)
         )
     return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
+
+
+def incident_factors(records: list[dict]) -> list[str]:
+    """The spine factors (availability, allocation, runtime goodput, program goodput) the group's rows are changes
+    of (grouping.factor_of: a factor row its own, a companion or leaf share the factor it describes, a goodput row
+    its top factor when that carries at least ``DOMINANT_FACTOR_SHARE`` of goodput's change); empty: unknown."""
+    factors = set()
+    for row in records:
+        if row["metric"] == "goodput":
+            share = _num(row.get("top_factor_share"))
+            if share is not None and share < DOMINANT_FACTOR_SHARE:
+                continue  # no factor dominates: its top may be another factor on the next run
+        factor = factor_of(row)
+        if factor is not None:
+            factors.add(factor)
+    return sorted(factors)
 
 
 def _joined_because(row: dict) -> dict:
@@ -355,7 +379,8 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
     """Lost useful GPU-hours per day (docs/alerts.md, "Severity").
 
     ΔG = after − before of goodput when goodput itself moved, else G_before × relative effect of the
-    factor (goodput is the product of the factors). lost = −ΔG × installed GPU-hours per day over the
+    factor (goodput is the product of the factors), for a share that is bad when it rises scaled to its
+    factor's relative change (``_factor_scale``; unknown for a fault count). lost = −ΔG × installed GPU-hours per day over the
     after window (installed_gs / 3600 from fct_cluster_day / fct_fleet_day), and in H100-equivalent
     hours = −ΔG × installed peak-FLOP-seconds per day / (989.4e12 × 3600) from metric_tree_daily.
     The interval uses the effect's 95% CI the same way.
@@ -371,9 +396,13 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
         g_before = headline.get("before_level")
     out: dict[str, Any] = {"goodput_before": g_before}
     effect = headline.get("relative_effect")
-    if g_before is None or effect is None:
+    per_effect = _factor_scale(incident, tree, start, change)
+    if g_before is None or effect is None or per_effect is None:
         return out | {"lost_gpu_hours_per_day": None, "lost_h100_equivalent_hours_per_day": None}
-    loss = [-g_before * value for value in (effect, headline.get("ci_high"), headline.get("ci_low"))]
+    loss = [
+        -g_before * per_effect * value if value is not None else None
+        for value in (effect, headline.get("ci_high"), headline.get("ci_low"))
+    ]
     out["delta_goodput"] = -loss[0]
     after = goodput[(goodput["metric_date"] >= change) & (goodput["metric_date"] < end)]
     h100 = float(after["denominator"].mean()) / (H100_PEAK_FLOPS * 3600) if len(after) else None
@@ -393,6 +422,31 @@ def impact(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame
     return out
 
 
+def _direction(tree: pd.DataFrame | None, node: str) -> int:
+    """The metric's direction in metric_tree_daily (1: up is good, -1: up is bad); 1 when unknown."""
+    if tree is None or tree.empty or "direction" not in tree.columns:
+        return 1
+    rows = tree.loc[tree["node_id"] == node, "direction"]
+    return int(rows.iloc[0]) if len(rows) else 1
+
+
+def _factor_scale(incident: dict, tree: pd.DataFrame | None, start: date, change: date) -> float | None:
+    """The relative change of goodput per relative change of the headline metric: 1 for goodput, a factor or a
+    companion (goodput = A × U × R × P); for a share that is bad when it rises (idle, down, badput, idle
+    fragmented: direction -1) its factor loses what the share gains, so −before_level / factor_before (a burst of
+    idle-fragmented capacity from 0.6 % to 43 % is allocation −0.42 of ~0.9, not goodput × 69); None (unknown)
+    for another metric that is bad when it rises (a fault count) or without the factor's level."""
+    metric = incident["headline_metric"]
+    if metric == "goodput" or _direction(tree, metric) > 0:
+        return 1.0
+    factor = FACTOR_OF_METRIC.get(metric) if metric.endswith("_share") else None
+    before_level = _num(incident["metrics"][metric].get("before_level"))
+    if factor is None or before_level is None:
+        return None
+    factor_before = _pooled(_series(tree, incident["grain"], incident["entity_id"], factor), start, change)
+    return -before_level / factor_before if factor_before else None
+
+
 def confidence(metrics: dict) -> str:
     """high: the 95% CI excludes zero, p ≤ 0.01 and the CI's half-width ≤ half the effect; medium: the CI
     excludes zero; low: otherwise (the effect may be zero)."""
@@ -406,7 +460,7 @@ def confidence(metrics: dict) -> str:
 
 def severity(lost_per_day: float | None, conf: str, config: AlertConfig) -> str:
     """critical / major / minor from lost GPU-hours per day, one step down when the confidence is low."""
-    levels = ["minor", "major", "critical"]
+    levels = SEVERITIES
     if lost_per_day is None:
         level = 1  # unknown size: major, so that a person looks
     elif lost_per_day >= config.critical_gpu_hours_per_day:
@@ -423,10 +477,33 @@ def severity(lost_per_day: float | None, conf: str, config: AlertConfig) -> str:
 def assess(incident: dict, tree: pd.DataFrame | None, installed_gs: pd.DataFrame | None, config: AlertConfig) -> dict:
     size = impact(incident, tree, installed_gs)
     conf = confidence(incident["metrics"][incident["headline_metric"]])
-    lost = size.get("lost_gpu_hours_per_day")
-    if lost is None:
-        lost = size.get("lost_h100_equivalent_hours_per_day")
+    lost, _ = lost_per_day(size)  # GPU-hours, else H100-equivalent hours
     return {"impact": size, "confidence": conf, "severity": severity(lost, conf, config)}
+
+
+def severity_rank(level: str | None) -> int:
+    """0 minor, 1 major, 2 critical; -1 unknown."""
+    return SEVERITIES.index(level) if level in SEVERITIES else -1
+
+
+def escalation(alert: dict, changes: dict) -> dict | None:
+    """The `escalated` event's fields when an update raises an active alert's severity above the highest it has
+    had (`peak_severity`): a rise to a level it never had re-notifies once; the same level again, or a fall, never.
+    None otherwise (an expected or resolved alert, or an unknown earlier level)."""
+    peak = alert.get("peak_severity") or alert.get("severity")
+    new = changes.get("severity")
+    if alert["status"] not in ACTIVE_STATUSES or severity_rank(peak) < 0 or severity_rank(new) <= severity_rank(peak):
+        return None
+    before, unit = lost_per_day(alert.get("impact"))
+    after, after_unit = lost_per_day(changes.get("impact", alert.get("impact")))
+    return {
+        "escalation": int(alert.get("escalations") or 0) + 1,
+        "from_severity": peak,
+        "to_severity": new,
+        "lost_per_day_before": before,
+        "lost_per_day_after": after,
+        "unit": after_unit if after is not None else unit,
+    }
 
 
 # --------------------------------------------------------------------------- the event log
@@ -492,8 +569,11 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
                 "silenced_until": None,
                 "deliveries": {},
                 "closing_deliveries": {},
+                "escalation_deliveries": {},
+                "sent_severity": {},  # per sink: the highest severity it was paged or escalated with
                 "history": [],
             }
+            alerts[alert_id].setdefault("peak_severity", alerts[alert_id].get("severity"))
         alert = alerts.get(alert_id)
         if alert is None:
             continue
@@ -501,6 +581,13 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
         alert["updated_at"] = event["at"]
         if kind == "updated":
             alert.update(event["changes"])
+            if severity_rank(alert.get("severity")) > severity_rank(alert.get("peak_severity")):
+                alert["peak_severity"] = alert["severity"]
+        elif kind == "escalated":  # its severity rose to a level it never had: every routed sink is told once
+            alert["escalation"] = {k: v for k, v in event.items() if k not in ("event", "alert_id", "actor")}
+            alert["escalations"] = event["escalation"]
+            alert["escalated_at"] = event["at"]
+            alert["escalation_deliveries"] = {}
         elif kind == "expected":  # an annotation added after the alert opened
             alert["status"] = "expected"
             alert["expected_by"] = event["annotation"]
@@ -513,6 +600,9 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
             alert["reopened_at"] = event["at"]
             alert["deliveries"] = {}  # a new page to every routed sink, under new idempotency keys
             alert["closing_deliveries"] = {}  # (the earlier records stay in the history)
+            alert["escalation"] = None  # the new page carries the current severity
+            alert["escalation_deliveries"] = {}
+            alert["sent_severity"] = {}
         elif kind in ("notified", "acknowledged", "resolved"):
             alert["status"] = kind
             alert[f"{kind}_at"] = event["at"]
@@ -528,9 +618,21 @@ def fold(events: Iterable[dict]) -> dict[str, dict]:
 
 
 def _fold_delivery(alert: dict, event: dict) -> None:
-    """Delivery records per sink: `deliveries` for the page (opening or reopened), `closing_deliveries` for the close."""
-    paging = event.get("notice", "opening") in ("opening", "reopened")
-    records = alert["deliveries"] if paging else alert["closing_deliveries"]
+    """Delivery records per sink: `deliveries` for the page (opening or reopened), `escalation_deliveries` for
+    the notice of the latest escalation, `closing_deliveries` for the close. A delivered page or escalation
+    raises the sink's `sent_severity` (the severity it carried; an older record without one: the alert's)."""
+    notice = event.get("notice", "opening")
+    paging = notice in ("opening", "reopened")
+    if notice == "escalated":
+        current = (alert.get("escalation") or {}).get("escalation")
+        records = alert.setdefault("escalation_deliveries", {}) if event.get("escalation") == current else {}
+    else:
+        records = alert["deliveries"] if paging else alert["closing_deliveries"]
+    if event["event"] == "delivered" and (paging or notice == "escalated"):
+        sent = alert.setdefault("sent_severity", {})
+        level = event.get("severity") or alert.get("severity")
+        if severity_rank(level) > severity_rank(sent.get(event["sink"])):
+            sent[event["sink"]] = level
     delivery = records.setdefault(event["sink"], {"attempts": 0})
     if event["event"] == "delivery_started":
         delivery.update(status="sending", idempotency_key=event["idempotency_key"])
@@ -561,6 +663,7 @@ class UpsertResult:
     opened: list[dict] = field(default_factory=list)
     expected: list[dict] = field(default_factory=list)
     updated: list[dict] = field(default_factory=list)
+    escalated: list[dict] = field(default_factory=list)  # updated alerts whose severity rose to a new level
     unchanged: int = 0
     auto_resolved: list[dict] = field(default_factory=list)
 
@@ -603,6 +706,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     explained too: when a group grows by rows nothing explains (a GPU's thermal throttling joining a
     job-peer knock-on on its node two days earlier, rooted at their cluster), the incident pages as a
     new alert instead of updating the silent one (bench/soak.py, inc-thermal-h100-n04-gpu3).
+
+    Known spine factors must overlap (``factors_compatible``): two incidents of one cluster within two days
+    that grouping keeps apart by factor (a checkpoint slowdown, runtime goodput; a mix shift's idle GPUs,
+    allocation) are two alerts, not the first one's alert updated by the second; a side whose factor is
+    unknown matches as before.
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
@@ -612,6 +720,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
             continue
         if _explained_by_detection(alert) and not incident.get("expected_because"):
             continue  # a knock-on alert never takes in a change that nothing explains: that one pages
+        if not factors_compatible(alert, incident):
+            continue  # another incident of the same scope: a checkpoint slowdown is not a mix shift's idle GPUs
         same = (alert["grain"], alert["entity_id"]) == scope
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
@@ -625,6 +735,15 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def factors_compatible(alert: dict, incident: dict) -> bool:
+    """False only when both carry known spine factors and share none: the factors the alert opened with
+    (`dedup_factors`) or holds now (`factors`) against the incident's. Unknown on either side (a companion-only
+    group, no dominant factor, an alert stored before factors were kept) matches any."""
+    ours = set(incident.get("factors") or [])
+    theirs = set(alert.get("dedup_factors") or []) | set(alert.get("factors") or [])
+    return not ours or not theirs or bool(ours & theirs)
 
 
 def _explained_by_detection(alert: dict) -> bool:
@@ -658,6 +777,7 @@ EVIDENCE_FIELDS = (
     "metrics",
     "verdict",
     "top_factor",
+    "factors",
     "coinciding_changes",
     "children",
     "top_cause",
@@ -683,6 +803,8 @@ def upsert_incidents(
     One alert takes the evidence of one incident per run, the first (incidents come sorted by
     entity and change day): two incidents of a run on one alert no longer toggle its change day
     back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October).
+    An update that raises an active alert's severity above every level it had also gets an `escalated`
+    event (``escalation``), which the delivery sends once per routed sink (alert_delivery.py).
     """
     config = config or AlertConfig()
     annotations = annotations or []
@@ -706,12 +828,19 @@ def upsert_incidents(
                 changes = {
                     name: incident[name]
                     for name in EVIDENCE_FIELDS
-                    if not same_evidence(match.get(name), incident[name])
+                    if name in incident and not same_evidence(match.get(name), incident[name])
                 }
                 if changes and match["status"] != "resolved":
                     changes |= assess(incident, tree, installed_gs, config)
                     events.append(_event("updated", match["alert_id"], now, actor, changes=changes))
+                    raised = escalation(match, changes)
                     match.update(changes)
+                    if severity_rank(match.get("severity")) > severity_rank(match.get("peak_severity")):
+                        match["peak_severity"] = match["severity"]
+                    if raised is not None:
+                        events.append(_event("escalated", match["alert_id"], now, actor, **raised))
+                        match |= {"escalation": raised, "escalations": raised["escalation"]}
+                        result.escalated.append(match)
                     result.updated.append(match)
                 else:
                     result.unchanged += 1
@@ -719,6 +848,7 @@ def upsert_incidents(
             alert = dict(incident) | assess(incident, tree, installed_gs, config)
             alert["owner"] = config.owners.get(incident["entity_id"])
             alert["dedup_change_date"] = incident["change_date"]
+            alert["dedup_factors"] = list(incident.get("factors") or [])
             annotation = matching_annotation(incident, annotations)
             status = "open"
             if incident["direction"] != "regression":  # an improvement: a notice in the store, never paged

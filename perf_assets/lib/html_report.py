@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perf_assets.lib import svg
+from perf_assets.lib.alert_text import escalation_text, impact_text, lost_per_day
 from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.paths import DataHome
 from perf_assets.lib.warehouse import published_frame
@@ -63,6 +64,16 @@ def num(value: Any, unit: str, digits: int = 4) -> str:
     value = float(value)
     text = f"{value:,.0f}" if abs(value) >= 1e4 and abs(value) < 1e12 else f"{value:.{digits}g}"
     return f"{text} {unit}".strip()
+
+
+def signed(sign: int, value: Any) -> Any:
+    """value × sign when it is known, else value as it is (shown as unknown)."""
+    return sign * float(value) if known(value) else value
+
+
+def known_ci(impact: dict) -> bool:
+    ci = impact.get("lost_gpu_hours_per_day_ci")
+    return isinstance(ci, list | tuple) and len(ci) == 2 and all(known(bound) for bound in ci)
 
 
 def pct(value: Any, digits: int = 1) -> str:
@@ -477,11 +488,15 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
     )
     entity = "fleet" if alert["grain"] == "fleet" else f"{alert['grain']} {alert['entity_id']}"
     impact = data["impact"]
-    ci = impact.get("lost_gpu_hours_per_day_ci")
+    # the store's figures are losses (−ΔG × hours): an improvement's is negative and reads as a gain
+    lost, _ = lost_per_day(impact)
+    word, sign = ("gained", -1) if lost is not None and lost < 0 else ("lost", 1)
+    ci = sorted(sign * bound for bound in impact["lost_gpu_hours_per_day_ci"]) if known_ci(impact) else None
     facts = [
         ["alert id", alert["alert_id"]],
         ["status", alert["status"]],
         ["severity", alert.get("severity") or "unknown"],
+        ["escalation", escalation_text(alert.get("escalation")) or "none"],
         ["confidence", alert.get("confidence") or "unknown"],
         ["verdict", alert.get("verdict") or "unknown"],
         ["entity", entity],
@@ -494,9 +509,16 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
         ["p-value / q-value", f"{num(ev.get('p_value'), '')} / {num(ev.get('q_value'), '')}"],
         ["windows", f"{ev.get('before_start_date') or 'unknown'} .. {ev.get('after_end_date') or 'unknown'}"],
         ["goodput before", num(impact.get("goodput_before"), "(fraction)")],
-        ["lost GPU-hours per day", num(impact.get("lost_gpu_hours_per_day"), "GPU-h/day")],
-        ["95 % CI of the loss", f"{num(ci[0], 'GPU-h/day')} to {num(ci[1], 'GPU-h/day')}" if ci else "unknown"],
-        ["lost H100-equivalent hours per day", num(impact.get("lost_h100_equivalent_hours_per_day"), "H100-h/day")],
+        ["impact", impact_text(impact)],
+        [f"{word} GPU-hours per day", num(signed(sign, impact.get("lost_gpu_hours_per_day")), "GPU-h/day")],
+        [
+            f"95 % CI of the {'gain' if sign < 0 else 'loss'}",
+            f"{num(ci[0], 'GPU-h/day')} to {num(ci[1], 'GPU-h/day')}" if ci else "unknown",
+        ],
+        [
+            f"{word} H100-equivalent hours per day",
+            num(signed(sign, impact.get("lost_h100_equivalent_hours_per_day")), "H100-h/day"),
+        ],
         ["installed GPU-hours per day", num(impact.get("installed_gpu_hours_per_day"), "GPU-h/day")],
     ]
     factor_items = sorted(data["factors"].items(), key=lambda item: -abs(item[1]) if known(item[1]) else 0)
@@ -767,14 +789,13 @@ def render_fleet(data: dict, home: DataHome, out_dir: Path) -> str:
             if (out_dir / name).exists()
             else escape(alert["alert_id"])
         )
-        lost = (alert.get("impact") or {}).get("lost_gpu_hours_per_day")
         alert_rows.append(
             f"<tr><td>{link}</td><td>{escape(alert['status'])}</td><td>{escape(alert.get('severity') or 'unknown')}</td>"
-            f'<td class="n">{escape(num(lost, "GPU-h/day"))}</td><td>{escape(alert["change_date"])}</td>'
+            f'<td class="n">{escape(impact_text(alert.get("impact")))}</td><td>{escape(alert["change_date"])}</td>'
             f"<td>{escape(alert['summary'])}</td></tr>"
         )
     alerts_html = (
-        "<table><thead><tr><th>alert</th><th>status</th><th>severity</th><th>lost</th><th>change day</th>"
+        "<table><thead><tr><th>alert</th><th>status</th><th>severity</th><th>impact</th><th>change day</th>"
         f"<th>summary</th></tr></thead><tbody>{''.join(alert_rows)}</tbody></table>"
         '<p class="note">An id links to its page when alert-ID.html was written alongside (perfwh report --alert ID).</p>'
         if alert_rows

@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from perf_assets.defs.resources import PerfwhHome
+from perf_assets.lib.alert_text import escalation_text
 from perf_assets.lib.alerts import (
     ACTIVE_STATUSES,
     apply_annotations,
@@ -49,9 +50,10 @@ def read_inputs(home: DataHome):
     kinds={"python", "json"},
     deps=[REGRESSIONS_TABLE, "dim_gpus"],  # dim_gpus: the topology that groups an incident
     description=(
-        "Upserts each regression incident (entity + metric group + direction, change day ± 2 days) into the "
-        "alert store alerts/events.jsonl as open, or expected when annotations.yaml covers it; resolves alerts "
-        "whose metric is back at its old level. The alert_delivery sensor sends them (docs/alerts.md)."
+        "Upserts each regression incident (root entity + direction + spine factor, change day ± 2 days) into the "
+        "alert store alerts/events.jsonl as open, or expected when annotations.yaml covers it; escalates an alert "
+        "whose severity rises to a level it never had; resolves alerts whose metric is back at its old level. "
+        "The alert_delivery sensor sends them (docs/alerts.md)."
     ),
 )
 def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.MaterializeResult:
@@ -76,6 +78,8 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
     resolved = auto_resolve(home.alerts_dir, tree, config, now=now)
     for alert in result.opened:
         context.log.warning(f"ALERT {alert['alert_id']} [{alert['severity']}] {alert['summary']}")
+    for alert in result.escalated:
+        context.log.warning(f"ESCALATED {alert['alert_id']} {escalation_text(alert['escalation'])}: {alert['summary']}")
     for alert in result.expected:
         context.log.info(f"expected ({alert['expected_by']['id']}): {alert['summary']}")
     for alert in reopened:
@@ -94,6 +98,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
             "alerts_expected": dg.MetadataValue.int(len(result.expected) + len(late)),
             "alerts_reopened": dg.MetadataValue.int(len(reopened)),
             "alerts_updated": dg.MetadataValue.int(len(result.updated)),
+            "alerts_escalated": dg.MetadataValue.int(len(result.escalated)),
             "alerts_unchanged": dg.MetadataValue.int(result.unchanged),
             "alerts_auto_resolved": dg.MetadataValue.int(len(resolved)),
             "unresolved_alerts": dg.MetadataValue.int(sum(statuses.get(status, 0) for status in ACTIVE_STATUSES)),
