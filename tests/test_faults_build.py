@@ -211,7 +211,7 @@ def _ctime(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, dagster_home_factory) -> dict:
     """A copy of the built demo; `perfwh build` killed while its dbt runs (DBT_MODELS_BEFORE_KILL models done); then
     a whole build while `perfwh sql` and the duckdb CLI keep querying the published snapshot; secrets in the
     environment all along."""
@@ -224,8 +224,8 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) 
         "file": {"type": "jsonl"},
     }
     (home.root / "alerts.yaml").write_text(yaml.safe_dump({"sinks": sinks, "default_route": list(sinks)}))
-    dagster_home = root / "dagster_home"  # a persistent instance: its event log (metadata, logs) is searched
-    dagster_home.mkdir()
+    # a persistent instance (sqlite, in memory where the machine has /dev/shm): its event log is searched
+    dagster_home = dagster_home_factory("faults_dagster_home")
     shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     env = _env(home.root, DAGSTER_HOME=str(dagster_home), **SECRETS)
     seen: dict = {"reference": table_counts(home.published_db), "started": time.time()}
