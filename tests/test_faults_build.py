@@ -86,10 +86,15 @@ def dbt_run_folders() -> set[Path]:
 
 def dbt_models_done(folders: set[Path]) -> int:
     """Models dbt has logged done (a LogModelResult line each, views and tables) in these run folders so far; its
-    log rotates to dbt.log.1 at 10 MB, both are read."""
-    return sum(
-        path.read_bytes().count(b'"name": "LogModelResult"') for folder in folders for path in folder.glob("dbt.log*")
-    )
+    log rotates to dbt.log.1 at 10 MB: both are read, the older first, so a rotation in between makes this look count
+    fewer lines, never more."""
+    done = 0
+    for path in (path for folder in folders for path in sorted(folder.glob("dbt.log*"), reverse=True)):
+        try:
+            done += path.read_bytes().count(b'"name": "LogModelResult"')
+        except FileNotFoundError:
+            pass
+    return done
 
 
 def table_counts(database: Path) -> dict[str, int]:
