@@ -91,7 +91,9 @@ def warehouse_dbt_models(
             for args in invocations:  # in order; a failure stops here, so the second never runs on a failed first
                 # dbt's parse of the project, kept in the home by the last invocation like this one (lib.dbt_parse_cache)
                 parsed = dbt_parse_cache.cache_file(home, dbt.target or "default", args)
-                folder = dbt_parse_cache.run_folder(target_root, context.op_execution_context.op.name, context.run.run_id)
+                folder = dbt_parse_cache.run_folder(
+                    target_root, context.op_execution_context.op.name, context.run.run_id
+                )
                 dbt_parse_cache.seed(parsed, folder)
                 try:
                     for event in dbt.cli(["build", *args], context=context, target_path=folder).stream():
