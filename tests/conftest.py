@@ -48,9 +48,34 @@ def dbt_manifest() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dagster_home_factory(tmp_path_factory: pytest.TempPathFactory):
+    """make(name) -> a new, empty folder for a persistent Dagster instance (DAGSTER_HOME: sqlite storage).
+
+    Dagster commits to sqlite at least once per event, and a demo build has ~1,400 (each model's output, each data
+    test's check): on a disk that waits for every fsync (12.7 ms a commit on the 2-core VM) that was ~70 s of a build
+    spent storing its events. So the folders are in /dev/shm (tmpfs) when the machine has one, else under the
+    session's tmp folder; what is stored and read is the same. Those in /dev/shm are removed when the session ends."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        if not (shm.is_dir() and os.access(shm, os.W_OK)):
+            return tmp_path_factory.mktemp(name)
+        made.append(Path(tempfile.mkdtemp(prefix=f"perfwh-test-{name}-", dir=shm)))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def demo_dagster_home(dagster_home_factory) -> Path:
     """The Dagster instance (sqlite) that records the demo build's run: the UI tests show a copy of it."""
-    path = tmp_path_factory.mktemp("demo_dagster_home")
+    path = dagster_home_factory("demo_dagster_home")
     (path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     return path
 
@@ -129,7 +154,9 @@ def spark_demo_build(request: pytest.FixtureRequest, demo_home: DataHome, tmp_pa
 
 
 @pytest.fixture(scope="session")
-def ui_server(tmp_path_factory: pytest.TempPathFactory, demo_home: DataHome, demo_dagster_home: Path):
+def ui_server(
+    tmp_path_factory: pytest.TempPathFactory, demo_home: DataHome, demo_dagster_home: Path, dagster_home_factory
+):
     """One `make ui` server per session on a copy of the built demo (data and Dagster instance).
 
     The landing sensor's cursor is set to the newest landed file before the start (the build has ingested
@@ -145,9 +172,9 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, demo_home: DataHome, dem
 
     root = tmp_path_factory.mktemp("ui")
     perfwh_home = root / "data"
-    dagster_home = root / "dagster_home"
+    dagster_home = dagster_home_factory("ui_dagster_home")
     shutil.copytree(demo_home.root, perfwh_home)
-    shutil.copytree(demo_dagster_home, dagster_home)
+    shutil.copytree(demo_dagster_home, dagster_home, dirs_exist_ok=True)
     (dagster_home / "dagster.yaml").write_text((REPO_ROOT / "dagster.yaml").read_text())
     newest = max(path.stat().st_mtime_ns for path in landed_files(perfwh_home / "landing"))
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home), PERFWH_HOME=str(perfwh_home))

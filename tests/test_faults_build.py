@@ -2,8 +2,9 @@
 open on the published snapshot while a build runs, and secrets from the environment absent from all a build leaves.
 
 The kill points are made deterministic by watching what the process does, not by sleeping: the ingest is
-killed once the manifest holds N entries, the build once its dbt step has reported N models materialized.
-SIGKILL goes to the whole process group (the build's dbt subprocess with it), like the OOM killer or a lost host.
+killed once the manifest holds N entries, the build once its dbt subprocess has logged N models done (dbt's JSON log
+in the run's target folder; dbt is still running then, and holds the warehouse and the write lock). SIGKILL goes to
+the whole process group (the build's dbt subprocess with it), like the OOM killer or a lost host.
 """
 
 from __future__ import annotations
@@ -76,6 +77,24 @@ def raw_counts(home: DataHome) -> dict[str, tuple[int, int]]:
         sql = f"select count(*), count(distinct landed_file_id) from read_parquet('{table_glob(home.lake_raw, table)}', union_by_name = true)"
         counts[table.name] = tuple(duckdb.sql(sql).fetchone())
     return counts
+
+
+def dbt_run_folders() -> set[Path]:
+    """The run folders dagster-dbt gives each dbt invocation of the dbt asset (dbt's JSON log, run_results.json)."""
+    return set((DBT_PROJECT_DIR / "target").glob("warehouse_dbt_models-*"))
+
+
+def dbt_models_done(folders: set[Path]) -> int:
+    """Models dbt has logged done (a LogModelResult line each, views and tables) in these run folders so far; its
+    log rotates to dbt.log.1 at 10 MB: both are read, the older first, so a rotation in between makes this look count
+    fewer lines, never more."""
+    done = 0
+    for path in (path for folder in folders for path in sorted(folder.glob("dbt.log*"), reverse=True)):
+        try:
+            done += path.read_bytes().count(b'"name": "LogModelResult"')
+        except FileNotFoundError:
+            pass
+    return done
 
 
 def table_counts(database: Path) -> dict[str, int]:
@@ -192,10 +211,15 @@ class Reader:
             return None
 
 
+def _ctime(path: Path) -> int:
+    return path.stat().st_ctime_ns
+
+
 @pytest.fixture(scope="module")
-def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A copy of the built demo; `perfwh build` killed in its dbt step; then a whole build while `perfwh sql`
-    and the duckdb CLI keep querying the published snapshot; secrets in the environment all along."""
+def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, dagster_home_factory) -> dict:
+    """A copy of the built demo; `perfwh build` killed while its dbt runs (DBT_MODELS_BEFORE_KILL models done); then
+    a whole build while `perfwh sql` and the duckdb CLI keep querying the published snapshot; secrets in the
+    environment all along."""
     root = tmp_path_factory.mktemp("faults_build")
     home = data_home(root / "home")
     shutil.copytree(demo_home.root, home.root, symlinks=True)
@@ -205,23 +229,30 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) 
         "file": {"type": "jsonl"},
     }
     (home.root / "alerts.yaml").write_text(yaml.safe_dump({"sinks": sinks, "default_route": list(sinks)}))
-    dagster_home = root / "dagster_home"  # a persistent instance: its event log (metadata, logs) is searched
-    dagster_home.mkdir()
+    # a persistent instance (sqlite, in memory where the machine has /dev/shm): its event log is searched
+    dagster_home = dagster_home_factory("faults_dagster_home")
     shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     env = _env(home.root, DAGSTER_HOME=str(dagster_home), **SECRETS)
     seen: dict = {"reference": table_counts(home.published_db), "started": time.time()}
 
+    earlier_runs = dbt_run_folders()
     killed = _start(
         ["build", "--quiet", "--log-level", "DEBUG"], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    log, materialized = [], 0
-    for line in killed.stdout:
-        log.append(line)
-        materialized += "warehouse_dbt_models - ASSET_MATERIALIZATION" in line
-        if materialized >= DBT_MODELS_BEFORE_KILL:
-            break
+    log: list[str] = []
+    drain = threading.Thread(target=lambda: log.extend(killed.stdout), daemon=True)  # the pipe never fills
+    drain.start()
+    deadline, done, runs = time.monotonic() + 600, 0, set()
+    while done < DBT_MODELS_BEFORE_KILL and killed.poll() is None:
+        assert time.monotonic() < deadline, "the build's dbt never got there"
+        time.sleep(0.2)
+        runs = dbt_run_folders() - earlier_runs
+        done = dbt_models_done(runs)
     seen["killed_code"] = _kill(killed)
-    seen["killed_after_models"] = materialized
+    drain.join(timeout=60)
+    seen["killed_after_models"] = done
+    # dbt writes run_results.json when an invocation ends: the last one (of one or two) had not
+    seen["dbt_invocations_finished"] = [(run / "run_results.json").exists() for run in sorted(runs, key=_ctime)]
     seen["log"] = "".join(log)
     seen["visible_parquet"] = len(visible_parquet(home.root / "lake"))
     seen["warehouse_after_kill"] = table_counts(home.warehouse_db)  # opens (WAL replayed read-only)
@@ -259,6 +290,7 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) 
 def test_a_build_killed_in_its_dbt_step_leaves_a_warehouse_that_opens_and_the_next_build_counts_once(build_faults):
     seen = build_faults
     assert seen["killed_code"] == -signal.SIGKILL and seen["killed_after_models"] >= DBT_MODELS_BEFORE_KILL
+    assert seen["dbt_invocations_finished"][-1:] == [False]  # killed while dbt ran, not after
     assert "Running dbt command" in seen["log"] and "RUN_SUCCESS" not in seen["log"]
     assert seen["visible_parquet"] > 0
     assert "main.fct_cluster_day" in seen["warehouse_after_kill"]  # the half-built warehouse opens

@@ -10,7 +10,6 @@ relative or an absolute tolerance (NULL only equals NULL, NaN only NaN).
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -155,8 +154,29 @@ def _is_float(series: pd.Series) -> bool:
     return pd.api.types.is_float_dtype(series)
 
 
-def _sort_key(series: pd.Series) -> pd.Series:
-    return series.map(lambda v: (v is None or (isinstance(v, float) and math.isnan(v)), str(v)))
+def _text_key(series: pd.Series) -> pd.Series:
+    """Values as text, nulls (None, NaN) after every value: "0<text>" / "1<text>"."""
+    text = series.astype(str)
+    return text.radd("0").where(series.notna(), text.radd("1"))
+
+
+def _sorted_alike(left: pd.DataFrame, right: pd.DataFrame, order: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both frames' rows sorted on the columns of `order`, with one key per column for both sides: the values
+    themselves where neither side holds Python objects (numbers, booleans, instants: NaN last), else their text
+    (nulls last). Vectorized: a Python key per value cost ~1 s per 100k rows and column."""
+    keys_left, keys_right = {}, {}
+    for column in order:
+        a, b = left[column], right[column]
+        native = a.dtype != object and b.dtype != object
+        keys_left[column], keys_right[column] = (a, b) if native else (_text_key(a), _text_key(b))
+
+    def sort(frame: pd.DataFrame, keys: dict[str, pd.Series]) -> pd.DataFrame:
+        positions = (
+            pd.DataFrame({c: k.reset_index(drop=True) for c, k in keys.items()}).sort_values(order, kind="stable").index
+        )
+        return frame.iloc[positions].reset_index(drop=True)
+
+    return sort(left, keys_left), sort(right, keys_right)
 
 
 def compare_frames(
@@ -185,8 +205,7 @@ def compare_frames(
     floats = [c for c in left.columns if _is_float(left[c]) or _is_float(right[c])]
     exact = [c for c in left.columns if c not in floats]
     order = exact + floats
-    left = left.sort_values(order, key=_sort_key, kind="stable").reset_index(drop=True)
-    right = right.sort_values(order, key=_sort_key, kind="stable").reset_index(drop=True)
+    left, right = _sorted_alike(left, right, order)
     for column in left.columns:
         a, b = left[column], right[column]
         if column in floats:
@@ -202,7 +221,12 @@ def compare_frames(
             bad = ~(both_nan | close.fillna(False))
         else:
             a_null, b_null = a.isna(), b.isna()
-            same = (a_null & b_null) | (~a_null & ~b_null & (a.astype(object) == b.astype(object)))
+            if a.dtype == b.dtype and a.dtype.kind in "biumM" and not pd.api.types.is_extension_array_dtype(a):
+                # numpy booleans, integers and instants (no pd.NA in them) compare as such, not one Python object each
+                equal = pd.Series(a.to_numpy() == b.to_numpy(), index=a.index)
+            else:
+                equal = a.astype(object) == b.astype(object)
+            same = (a_null & b_null) | (~a_null & ~b_null & equal)
             bad = ~same
         if bad.any():
             first = int(bad.idxmax())

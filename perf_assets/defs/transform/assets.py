@@ -1,9 +1,13 @@
 """The warehouse: dbt builds staging -> intermediate -> marts (data tests run as asset checks)."""
 
+import os
+from pathlib import Path
+
 import dagster as dg
 from dagster_dbt import DbtCliResource, dbt_assets
 
 from perf_assets.defs.resources import PerfwhHome
+from perf_assets.lib import dbt_parse_cache
 from perf_assets.lib.contracts import WRITER_POOL
 from perf_assets.lib.dbt_project import dbt_project
 from perf_assets.lib.dbt_translator import translator
@@ -58,6 +62,9 @@ def warehouse_dbt_models(
     was built is recorded only when the run built every model (not a subset of them; the data tests may have been
     left out) and every dbt build succeeded, so a partial run never hides a late day.
 
+    Each dbt invocation starts from the project as the home's previous invocation of the same kind parsed it
+    (lib.dbt_parse_cache): dbt skips its full parse when nothing it depends on changed.
+
     dbt's events are held back until it has finished (it holds DuckDB's lock while it runs), then yielded
     in order, the models' with their row counts, the fleet and cluster marts' with goodput, factors and a plot.
     """
@@ -79,10 +86,20 @@ def warehouse_dbt_models(
         every_model = set(context.selected_asset_keys) >= set(context.assets_def.keys)
         every_check = set(context.selected_asset_check_keys) >= set(context.assets_def.check_keys)
         invocations = window.dbt_invocations() if every_model and every_check else [window.dbt_args()]
+        target_root = Path(dbt.project_dir) / os.environ.get("DBT_TARGET_PATH", "target")
         try:
             for args in invocations:  # in order; a failure stops here, so the second never runs on a failed first
-                for event in dbt.cli(["build", *args], context=context).stream():
-                    held.append(event)
+                # dbt's parse of the project, kept in the home by the last invocation like this one (lib.dbt_parse_cache)
+                parsed = dbt_parse_cache.cache_file(home, dbt.target or "default", args)
+                folder = dbt_parse_cache.run_folder(
+                    target_root, context.op_execution_context.op.name, context.run.run_id
+                )
+                dbt_parse_cache.seed(parsed, folder)
+                try:
+                    for event in dbt.cli(["build", *args], context=context, target_path=folder).stream():
+                        held.append(event)
+                finally:
+                    dbt_parse_cache.keep(folder, parsed)
         except Exception as error:  # yield what was built before re-raising dbt's failure
             failure = error
         if failure is None and is_spark_target(dbt.target):
