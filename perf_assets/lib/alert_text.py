@@ -15,7 +15,8 @@ GPU_HOURS = "GPU-h/d"
 H100_HOURS = "H100-eq h/d"  # H100-equivalent hours per day: when installed GPU-seconds are unknown
 
 
-def _finite(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
+    """The value as a finite float, or None (unknown: missing, not a number, NaN or infinite)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -26,10 +27,10 @@ def _finite(value: Any) -> float | None:
 def lost_per_day(impact: dict | None) -> tuple[float | None, str]:
     """The signed loss per day and its unit: GPU-hours, else H100-equivalent hours, else (None, GPU-hours)."""
     impact = impact or {}
-    lost = _finite(impact.get("lost_gpu_hours_per_day"))
+    lost = finite_number(impact.get("lost_gpu_hours_per_day"))
     if lost is not None:
         return lost, GPU_HOURS
-    lost = _finite(impact.get("lost_h100_equivalent_hours_per_day"))
+    lost = finite_number(impact.get("lost_h100_equivalent_hours_per_day"))
     return (lost, H100_HOURS) if lost is not None else (None, GPU_HOURS)
 
 
@@ -50,6 +51,6 @@ def escalation_text(escalation: dict | None) -> str:
     if not escalation:
         return ""
     unit = escalation.get("unit") or GPU_HOURS
-    before = amount_text(_finite(escalation.get("lost_per_day_before")), unit)
-    after = amount_text(_finite(escalation.get("lost_per_day_after")), unit)
+    before = amount_text(finite_number(escalation.get("lost_per_day_before")), unit)
+    after = amount_text(finite_number(escalation.get("lost_per_day_after")), unit)
     return f"ESCALATED {escalation.get('from_severity')} → {escalation.get('to_severity')}: {before} → {after}"

@@ -37,7 +37,7 @@ import pandas as pd
 import yaml
 from filelock import FileLock
 
-from perf_assets.lib.alert_text import lost_per_day
+from perf_assets.lib.alert_text import finite_number, lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
 from perf_assets.lib.topology import Topology
@@ -228,14 +228,6 @@ def metric_group(metric: str) -> str:
     return "goodput" if metric in DETECTED_NODES else metric
 
 
-def _num(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _day(value: Any) -> date:
     if isinstance(value, datetime):
         return value.date()
@@ -246,7 +238,7 @@ def _day(value: Any) -> date:
 
 def _metric_evidence(row: dict) -> dict:
     return {
-        name: _num(row.get(name))
+        name: finite_number(row.get(name))
         for name in ("before_level", "after_level", "relative_effect", "ci_low", "ci_high", "p_value", "q_value")
         if name in row
     } | {
@@ -332,7 +324,7 @@ def incident_factors(records: list[dict]) -> list[str]:
     factors = set()
     for row in records:
         if row["metric"] == "goodput":
-            share = _num(row.get("top_factor_share"))
+            share = finite_number(row.get("top_factor_share"))
             if share is not None and share < DOMINANT_FACTOR_SHARE:
                 continue  # no factor dominates: its top may be another factor on the next run
         factor = factor_of(row)
@@ -440,7 +432,7 @@ def _factor_scale(incident: dict, tree: pd.DataFrame | None, start: date, change
     if metric == "goodput" or _direction(tree, metric) > 0:
         return 1.0
     factor = FACTOR_OF_METRIC.get(metric) if metric.endswith("_share") else None
-    before_level = _num(incident["metrics"][metric].get("before_level"))
+    before_level = finite_number(incident["metrics"][metric].get("before_level"))
     if factor is None or before_level is None:
         return None
     factor_before = _pooled(_series(tree, incident["grain"], incident["entity_id"], factor), start, change)
