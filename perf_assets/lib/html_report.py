@@ -410,16 +410,10 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
         )
     )
     ids = ", ".join(_quote(i) for i in alert.get("regression_ids") or []) or "''"
-    rows = _records(
-        published_frame(
-            home,
-            f"select * from regressions where regression_id in ({ids}) and grain = {_quote(grain)} "
-            f"and entity_id = {_quote(entity)} and metric = {_quote(metric)}",
-        )
-    )
+    alert_rows = _records(published_frame(home, f"select * from regressions where regression_id in ({ids})"))
+    rows = [r for r in alert_rows if (r["grain"], r["entity_id"], r["metric"]) == (grain, entity, metric)]
     headline = rows[0] if rows else {}
-    fleet_rows = _records(published_frame(home, f"select * from regressions where regression_id in ({ids})"))
-    fleet_side = mix_shift_fleet_split(fleet_rows)  # a table written before the column: no fleet_split, None
+    fleet_side = mix_shift_fleet_split(alert_rows)  # a table written before the column: no fleet_split, None
     units = published_frame(home, "select node_id, any_value(unit) as unit from metric_tree_daily group by node_id")
     units = dict(zip(units["node_id"], units["unit"]))
     factors = json.loads(headline.get("factor_log_contributions") or "{}")
