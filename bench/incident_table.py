@@ -134,22 +134,14 @@ def main() -> None:
     )
     if args.rerun:
         from perf_assets.defs.detection.assets import DetectionConfig
-        from perf_assets.lib.changepoint import DetectorConfig
         from perf_assets.lib.detection import detect_regressions
 
         knobs = DetectionConfig()
-        detector = DetectorConfig(
-            **{
-                name: getattr(knobs, name)
-                for name in DetectorConfig.__dataclass_fields__
-                if name in DetectionConfig.model_fields
-            }
-        )
         regressions = detect_regressions(
             published_frame(home, "select * from metric_tree_daily where grain <> 'job'"),
             pd.DataFrame(columns=["node", "valid_from_at"]),  # staging is not published: no coinciding rollouts
             inventory.groupby("cluster")["node"].apply(lambda nodes: sorted(set(nodes))).to_dict(),
-            detector,
+            knobs.detector_config(),
             gpu_nodes=dict(zip(inventory["gpu_uuid"], inventory["node"])),
             grain_min_effects=dict(knobs.grain_min_relative_effects),
         )
