@@ -26,7 +26,7 @@ from probes.context import CpuLoad, base_context
 from probes.records import ProbeResult, make_run_id, utc_now
 from probes.specs import peak_tflops
 from probes.throttle import UNKNOWN, ReasonSampler
-from probes.verdict import FRACTION_FLOOR, judge
+from probes.verdict import FRACTION_FLOOR, GEMM_FLOORS, judge
 
 PROBE = "gemm"
 UNIT = "TFLOP/s"
@@ -253,12 +253,12 @@ def run_gemm(
     node: str | None = None,
     run_id: str | None = None,
     started_at: datetime | None = None,
-    floor: float = FRACTION_FLOOR,
+    floor: float | None = None,
 ) -> ProbeResult:
     """Run the GEMM probe once and return its result row (never raises for a failed run: status "error").
 
     ``size``, ``iterations`` and ``warmup_s`` default to 8192, 50 and 2.0 s on a GPU and to 1024, 20
-    and 0.5 s on the CPU. ``backend`` defaults to ``select_backend()``. On numpy, bf16/fp16/tf32 run
+    and 0.5 s on the CPU. ``floor`` defaults to the dtype's (``verdict.GEMM_FLOORS``). ``backend`` defaults to ``select_backend()``. On numpy, bf16/fp16/tf32 run
     as fp32 (the metric then names fp32 and the context keeps ``requested_dtype``). ``run_id``
     defaults to ``make_run_id(node, started_at)``; ``node`` to the short host name.
     """
@@ -276,6 +276,7 @@ def run_gemm(
         raise ValueError("size and iterations must be >= 1 and warmup_s >= 0")
     ran_dtype, dtype_note = effective_dtype(backend, dtype)
     peak = peak_tflops(backend.sku, ran_dtype)
+    floor = GEMM_FLOORS.get(ran_dtype, FRACTION_FLOOR) if floor is None else floor
 
     if backend.backend == "torch":
         import_torch()  # so that the context records its versions

@@ -51,8 +51,15 @@ BUILT_IN = {
     "H200-SXM": {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "tf32": 494.7e12, "fp32": 66.9e12,
                  "hbm": 4.8e12, "pcie": 64e9, "sm_count": 132, "mem_clock_mhz": 3201.0, **HOPPER_CLOCKS},
 }  # fmt: skip
-FLOORS = {"bf16": 0.70, "fp8": 0.60, "tf32": 0.65, "fp32": 0.65, "hbm": 0.80, "pcie": 0.70}  # probes.md section 2
-LAUNCH_CEILING_US = {"event_us": 20.0, "wall_us": 50.0}
+FLOORS = {
+    "bf16": 0.50,
+    "fp8": 0.45,
+    "tf32": 0.55,
+    "fp32": 0.55,
+    "hbm": 0.80,
+    "pcie": 0.70,
+}  # the probe_rules seed's floors
+LAUNCH_CEILING_US = {"event_behind_sleep_us": 20.0, "event_us": 50.0, "wall_us": 50.0}  # the probe_rules seed's
 BIDIR_GATE_CYCLES = 2_000_000  # torch.cuda._sleep holding both copies of a bidirectional pair until both are queued
 REASONS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
            0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown",
@@ -544,7 +551,8 @@ def launch_latency(check: Check, dev: Device, iterations: int) -> None:
         end.record()
         end.synchronize()
         behind.append(start.elapsed_time(end) * 1e3)
-    check.add("launch_latency", "event_behind_sleep_us", "us", behind, note="GPU-side time of one launch")
+    check.add("launch_latency", "event_behind_sleep_us", "us", behind, note="GPU-side time of one launch",
+              ceiling=LAUNCH_CEILING_US["event_behind_sleep_us"])  # fmt: skip
     check.telemetry("launch_latency")
 
 

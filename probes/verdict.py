@@ -7,6 +7,10 @@ probe alone can only say "far below what the silicon can do" (reference probes.m
 from __future__ import annotations
 
 FRACTION_FLOOR = 0.6
+# GEMM floors per dtype (the probe_rules seed's): DCGM's "75% of the measured reference" on a healthy H200 at its
+# 700 W power cap, where GEMM clocks fell to 1290-1620 MHz (docs/probes.md, device checks of 2026-11-29/30):
+# measured bf16 0.64-0.66, fp16 0.62-0.64, fp8 0.58-0.61, tf32 0.64-0.75, fp32 0.74-0.77, fp64 0.86 of the dense peak.
+GEMM_FLOORS = {"bf16": 0.50, "fp16": 0.50, "fp8": 0.45, "tf32": 0.55, "fp32": 0.55, "fp64": 0.65}
 CPU_REASON = "cpu fallback: no GPU; no physical limit to judge against"
 
 

@@ -4,6 +4,7 @@ statistics and throttle classes on literal inputs; its whole path on the CPU (--
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import sys
 from pathlib import Path
@@ -108,3 +109,40 @@ def test_topology_reads_the_numa_node_and_cpu_set_through_the_samplers_nvml_hand
     assert topo["pci_bus_id"] == "0000:9a:00.0" and (topo["gpu_numa_node"], topo["gpu_numa_node_source"]) == (1, "nvml")
     assert (topo["gpu_cpu_set"], topo["gpu_cpu_set_source"]) == ("16-31,64", "nvml")
     assert gpu_check.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
+def test_the_floors_are_the_probe_rules_seed_floors():
+    """The lone-copy check judges a GPU as the warehouse does: a drifted floor failed a healthy H200 on the device
+    (bf16 at 64% against a stale 70%)."""
+    seed = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "probe_rules.csv"
+    with open(seed, newline="", encoding="utf-8") as handle:
+        floors = {row["rule"]: row["criteria"] for row in csv.DictReader(handle)}
+    rule_of = {"bf16": "gemm_floor", "fp8": "gemm_fp8_floor", "tf32": "gemm_tf32_floor", "fp32": "gemm_tf32_floor",
+               "hbm": "hbm_floor", "pcie": "pcie_floor"}  # fmt: skip
+    assert set(gpu_check.FLOORS) == set(rule_of)
+    assert {key: floors[rule] for key, rule in rule_of.items()} == {
+        k: f"x < {v:.2f}" for k, v in gpu_check.FLOORS.items()
+    }
+    # and the catalogue's GEMM probe judges each dtype by the same floor
+    from probes.verdict import GEMM_FLOORS
+
+    rule_of.update(fp16="gemm_floor", fp64="gemm_fp64_floor")
+    assert {dtype: floors[rule_of[dtype]] for dtype in GEMM_FLOORS} == {
+        k: f"x < {v:.2f}" for k, v in GEMM_FLOORS.items()
+    }
+
+
+def test_the_launch_ceilings_are_the_seeds_in_the_check_and_the_catalogue():
+    """On the device a torch op's plain event pair read 14-21 us (its host dispatch inside the pair) and 3.0-3.1 us
+    behind a blocking sleep: the 20 us raw-launch ceiling belongs to the latter."""
+    from probes import launch_latency
+
+    seed = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "probe_rules.csv"
+    with open(seed, newline="", encoding="utf-8") as handle:
+        rules = [
+            row for row in csv.DictReader(handle) if row["probe"] == "launch_latency" and row["function"] == "value"
+        ]
+    ceilings = {row["metric_pattern"].strip("^$"): float(row["criteria"].split()[-1]) for row in rules}
+    assert all(row["criteria"].startswith("x > ") for row in rules)
+    assert ceilings == gpu_check.LAUNCH_CEILING_US == launch_latency.CEILING_US
+    assert ceilings["event_behind_sleep_us"] == 20.0 and set(ceilings) <= set(launch_latency.GPU_METRICS)

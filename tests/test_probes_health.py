@@ -4,6 +4,7 @@ and a synthetic failing GPU landed into a copy of it, flagged with its evidence.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import datetime, timedelta, timezone
 
@@ -14,6 +15,7 @@ from perf_assets.lib.warehouse import query_published
 from probes.records import ProbeResult, landing_path, write_jsonl
 
 HELD_CLOCK_GPU = "GPU-c10c4e1d-c10c-4e1d-c10c-4e1dc10c4e1d"
+FLAKY_GPU = "GPU-f1a4f1a4-f1a4-f1a4-f1a4-f1a4f1a4f1a4"
 
 
 def _frame(home, sql):
@@ -79,7 +81,7 @@ def failing_home(demo_home, tmp_path_factory):
     )[1][0]
     started = started + timedelta(hours=1)
     uuid = "GPU-badbadba-dbad-badb-adba-dbadbadbadba"
-    value = round(0.50 * peak, 2)
+    value = round(0.40 * peak, 2)
     rows = []
     for run_id, at in (("synthetic-bad-gpu", started), ("synthetic-bad-gpu-r1", started + timedelta(minutes=2))):
         base = dict(
@@ -89,7 +91,7 @@ def failing_home(demo_home, tmp_path_factory):
         rows += [
             ProbeResult(
                 **base, probe="gemm", metric="bf16_8192_tflops", value=value, unit="TFLOP/s", median=value,
-                peak=peak, fraction_of_peak=0.50, status="pass",
+                peak=peak, fraction_of_peak=0.40, status="pass",
             ),
             ProbeResult(
                 **base, probe="gemm", metric="bf16_8192_eff_clock", value=0.40, unit="ratio", median=0.40,
@@ -109,11 +111,36 @@ def failing_home(demo_home, tmp_path_factory):
     rows += [
         ProbeResult(
             **held, metric="bf16_8192_tflops", value=value, unit="TFLOP/s", median=value, peak=peak,
-            fraction_of_peak=0.50,
+            fraction_of_peak=0.40,
         ),
         ProbeResult(**held, metric="bf16_8192_eff_clock", value=0.82, unit="ratio", median=0.82, peak=None,
                     fraction_of_peak=None),
     ]  # fmt: skip
+    # a third GPU below the floor once, then at the cohort on the suite's re-run minutes later: not confirmed
+    for run_id, at, fraction in (
+        ("synthetic-flaky", started, 0.40),
+        ("synthetic-flaky-r1", started + timedelta(minutes=2), 0.79),
+    ):
+        flaky = dict(
+            run_id=run_id, node=node, gpu_uuid=FLAKY_GPU, gpu_index=7, sku=sku, device_kind="cuda", iqr=None,
+            ci_low=None, ci_high=None, n=50, throttle_class="power_capped", reason=None, started_at=at, probe="gemm",
+            status="pass",
+        )  # fmt: skip
+        rows.append(
+            ProbeResult(
+                **flaky, metric="bf16_8192_tflops", value=round(fraction * peak, 2), unit="TFLOP/s",
+                median=round(fraction * peak, 2), peak=peak, fraction_of_peak=fraction,
+            )
+        )  # fmt: skip
+    # the allreduce fallback's gloo ranks on the CPU: a row of the node, not a GPU
+    rows.append(
+        ProbeResult(
+            run_id="synthetic-gloo", node=node, gpu_uuid="cpu-synthetic", gpu_index=None, sku=None, device_kind="cpu",
+            iqr=None, ci_low=None, ci_high=None, n=20, throttle_class=None, reason=None, started_at=started,
+            probe="allreduce", metric="allreduce_1048576_busbw_gbps", value=1.4, unit="GB/s", median=1.4, peak=None,
+            fraction_of_peak=None, status="pass",
+        )
+    )  # fmt: skip
     write_jsonl(rows, landing_path(home.landing, "synthetic", node, started))
     day_before = datetime.combine(started.date() - timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
     dcgm = home.landing / "dcgm" / "synthetic" / day_before.date().isoformat() / f"{node}__-__-__x.json"
@@ -148,8 +175,10 @@ def test_a_synthetic_failing_gpu_is_flagged_with_its_evidence_once_the_re_run_co
     # the re-run broke the same rules: confirmed
     assert verdicts["gemm_floor"] == verdicts["gemm_regression"] == verdicts["missing_or_failed"] == "fail"
     evidence = dict(zip(again.rule, again.evidence))
-    assert "fraction_of_peak = 0.5" in evidence["gemm_floor"] and "x < 0.60" in evidence["gemm_floor"]
-    assert "vs cohort median" in evidence["gemm_regression"] and "-36." in evidence["gemm_regression"]
+    assert "fraction_of_peak = 0.4" in evidence["gemm_floor"] and "x < 0.50" in evidence["gemm_floor"]
+    assert "vs cohort median" in evidence["gemm_regression"] and re.search(
+        r"-4[89]\.[0-9]%", evidence["gemm_regression"]
+    )
     # why: the clock-normalised figure of the same run is low too (the silicon), or normal (a held-down clock)
     causes = _frame(
         home,
@@ -177,3 +206,32 @@ def test_a_synthetic_failing_gpu_is_flagged_with_its_evidence_once_the_re_run_co
     assert today.fail_days_7d == 2 and today.lemon and "lemon: failed on 2 of the last 7 days" in today.drain_reason
     others = _frame(home, f"select count(*) as n from fct_node_health where node <> '{node}' and drain_recommended")
     assert others.n[0] == 0
+
+
+def test_a_first_firing_that_the_same_days_re_run_clears_is_unconfirmed_not_a_warning(failing_home):
+    """Seen on the lent H200: fp8 at 58% of peak (power-capped), 61% on the suite's re-run a minute later."""
+    home, node, day = failing_home
+    flaky = _frame(
+        home,
+        "select run_id, rule, fired, verdict, rerun_cleared, evidence from intermediate.int_probe_verdicts "
+        f"where gpu_uuid = '{FLAKY_GPU}' and rule = 'gemm_floor' order by started_at",
+    )
+    assert flaky.run_id.tolist() == ["synthetic-flaky", "synthetic-flaky-r1"]
+    assert flaky.fired.tolist() == [True, False] and flaky.rerun_cleared.tolist() == [True, False]
+    assert flaky.verdict.tolist() == ["warn", "pass"]  # the row fired: it stays in sight
+    assert "not confirmed: the re-run the same day passed" in flaky.evidence.iloc[0]
+    held = _frame(
+        home,
+        "select rerun_cleared, evidence from intermediate.int_probe_verdicts "
+        f"where gpu_uuid = '{HELD_CLOCK_GPU}' and rule = 'gemm_floor'",
+    )
+    assert held.rerun_cleared.tolist() == [False] and "awaiting a confirming re-run" in held.evidence.iloc[0]
+    health = _frame(home, f"select * from fct_node_health where node = '{node}' and health_date = '{day}'").iloc[0]
+    assert "gemm_floor" in health.unconfirmed_rules.split(",")
+    assert FLAKY_GPU not in health.warning_evidence and HELD_CLOCK_GPU in health.warning_evidence
+    ids = _frame(
+        home,
+        "select count(distinct gpu_uuid) as every_id, count(distinct gpu_uuid) filter (where device_kind = 'cuda') "
+        f"as gpus from intermediate.int_probe_verdicts where node = '{node}' and probe_date = '{day}'",
+    ).iloc[0]
+    assert ids.every_id == ids.gpus + 1 and health.gpus_probed == ids.gpus  # the gloo ranks' row is no GPU

@@ -167,7 +167,11 @@ explained as (
 confirmed as (
     select
         *,
-        lag(fired) over (partition by gpu_uuid, probe, metric, rule order by started_at) as fired_previous_run
+        lag(fired) over (partition by gpu_uuid, probe, metric, rule order by started_at) as fired_previous_run,
+        -- the confirming re-run of the same day (the suite re-runs a failed probe at once); within the day so that a
+        -- day built alone equals a full build
+        lead(fired) over (partition by gpu_uuid, probe, metric, rule, probe_date order by started_at)
+            as fired_next_run_same_day
     from explained
 )
 
@@ -205,6 +209,9 @@ select
     observed,
     fired,
     coalesce(fired and confirm_rerun and fired_previous_run, false) as rerun_confirmed,
+    coalesce(
+        fired and confirm_rerun and not coalesce(fired_previous_run, false) and not fired_next_run_same_day, false
+    ) as rerun_cleared,
     root_cause,
     clock_metric,
     clock_value,
@@ -236,8 +243,10 @@ select
                     || ' is normal, so the clock was held down (power cap or heat), not the silicon'
                 when 'unknown' then '; root cause unknown: no clock-normalised figure (the clock was not sampled)'
                 else '' end
-            || case when confirm_rerun and not coalesce(fired_previous_run, false) then '; awaiting a confirming re-run'
-                else '' end
+            || case
+                when not confirm_rerun or coalesce(fired_previous_run, false) then ''
+                when fired_next_run_same_day = false then '; not confirmed: the re-run the same day passed'
+                else '; awaiting a confirming re-run' end
     end as evidence
 from confirmed
 where in_batch

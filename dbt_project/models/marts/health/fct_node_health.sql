@@ -9,7 +9,9 @@ with
 verdicts as (
     select
         *,
-        case verdict when 'fail' then 3 when 'warn' then 2 when 'pass' then 1 else 0 end as verdict_rank
+        -- a first firing that the same day's confirming re-run cleared counts as a pass for the node's day
+        case when rerun_cleared then 1 when verdict = 'fail' then 3 when verdict = 'warn' then 2 when verdict = 'pass' then 1
+            else 0 end as verdict_rank
     from {{ ref('int_probe_verdicts') }}
 ),
 
@@ -18,19 +20,21 @@ probe_days as (
         node,
         probe_date as health_date,
         count(distinct probe) as probes_run,
-        count(distinct gpu_uuid) as gpus_probed,
+        count(distinct gpu_uuid) filter (where device_kind = 'cuda') as gpus_probed,
         count(distinct run_id) as runs,
         count(*) as rule_checks,
         count(*) filter (where verdict = 'unknown') as unknown_checks,
         max(verdict_rank) as worst_rank,
         count(distinct gpu_uuid) filter (where verdict = 'fail') as failing_gpus,
         {{ sorted_distinct_list('rule', "verdict = 'fail'") }} as failing_rule_list,
-        {{ sorted_distinct_list('rule', "verdict = 'warn'") }} as warning_rule_list,
+        {{ sorted_distinct_list('rule', "verdict = 'warn' and not rerun_cleared") }} as warning_rule_list,
+        {{ sorted_distinct_list('rule', 'rerun_cleared') }} as unconfirmed_rule_list,
         {{ sorted_distinct_string_agg(
             "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'fail'"
         ) }} as failing_evidence,
         {{ sorted_distinct_string_agg(
-            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '", "verdict = 'warn'"
+            "'gpu ' || coalesce(cast(gpu_index as string), '?') || ' ' || gpu_uuid || ': ' || evidence", "'; '",
+            "verdict = 'warn' and not rerun_cleared"
         ) }} as warning_evidence,
         {{ sorted_distinct_list('category', "verdict = 'fail'") }} as failing_categories
     from verdicts
@@ -58,6 +62,7 @@ joined as (
         coalesce(p.failing_gpus, 0) as failing_gpus,
         p.failing_rule_list,
         p.warning_rule_list,
+        p.unconfirmed_rule_list,
         p.failing_evidence,
         p.warning_evidence,
         p.failing_categories,
@@ -117,6 +122,7 @@ select
     failing_gpus,
     {{ join_list('failing_rule_list', "','") }} as failing_rules,
     {{ join_list('warning_rule_list', "','") }} as warning_rules,
+    {{ join_list('unconfirmed_rule_list', "','") }} as unconfirmed_rules,
     failing_evidence,
     warning_evidence,
     xid_events,
