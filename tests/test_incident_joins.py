@@ -395,3 +395,71 @@ def test_a_ramp_seen_as_two_successive_pieces_is_one_incident():
     apart = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=13, split_date=onset + timedelta(days=12))
     for other in (step, apart):
         assert group_regressions(frame(first, other), TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_a_job_peer_between_two_incidents_does_not_chain_them():
+    """fleet-1k seed 2: h200-east-n29's program goodput fell on 10-17 with its job peers of the driver rollout of 10-16;
+    h200-east-n28, its peer in a later job, fell on 10-18 with h200-east-n20's thermal throttle. The links n16-n29 and
+    n29-n28 chained the throttle into the rollout's group. Here: the rollout on h100-n1, the bridge h100-n2 a day
+    later, h100-n3 the day after with h100-n4's thermal state."""
+    rollout = row(
+        "h100-n1", grain="node", metric="program_goodput", day=16, effect=-0.13, job_peer_nodes=json.dumps(["h100-n2"]),
+        coinciding_changes=torch(16, 1), top_cause_dimension="torch", top_cause_value="2.6.0",
+    )  # fmt: skip
+    bridge = row(
+        "h100-n2", grain="node", metric="program_goodput", day=17, effect=-0.06,
+        job_peer_nodes=json.dumps(["h100-n1", "h100-n3"]),
+    )  # fmt: skip
+    peer = row(
+        "h100-n3", grain="node", metric="program_goodput", day=18, effect=-0.12,
+        job_peer_nodes=json.dumps(["h100-n2", "h100-n4"]),
+    )  # fmt: skip
+    thermal = row("h100-n4", grain="node", metric="thermal_ok", day=18, effect=-0.2, job_peer_nodes=json.dumps([]))
+    grouped = group_regressions(frame(rollout, bridge, peer, thermal), TOPOLOGY)
+    groups = grouped["group_id"].tolist()
+    assert groups[0] == groups[1] and groups[2] == groups[3] and groups[0] != groups[2]  # the bridge joins the earlier
+    assert grouped["is_root"].tolist() == [True, False, False, True]  # the throttled node heads its peers' knock-ons
+    # knock-ons with no origin of their own still join the one they link to (without the throttle: one group)
+    assert group_regressions(frame(rollout, bridge, peer), TOPOLOGY)["group_id"].nunique() == 1
+
+
+def test_a_null_rollout_on_the_day_of_a_knock_on_is_no_origin():
+    """fleet-1k seed 1: h100-west-n05..n08's program goodput fell on 10-13, job peers of h100-west-n03's HBM decay, on
+    the day a firmware with no effect was rolled out on them. The firmware coincides (``coinciding_changes``) but the
+    cause analysis does not rank it first, so the knock-ons stay with the decay instead of alerting in the decoy."""
+    hbm = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=12, effect=-0.07, job_peer_nodes="[]")
+    knock_on = row(
+        "h100-n2", grain="node", metric="program_goodput", day=12, effect=-0.1, job_peer_nodes=json.dumps(["h100-n1"]),
+        coinciding_changes=torch(12, 1), top_cause_dimension="node", top_cause_value="h100-n2",
+    )  # fmt: skip
+    assert group_regressions(frame(hbm, knock_on), TOPOLOGY)["group_id"].nunique() == 1
+    ranked = knock_on | {"top_cause_dimension": "torch", "top_cause_value": "2.6.0"}  # the analysis names the rollout
+    assert group_regressions(frame(hbm, ranked), TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_a_cluster_row_does_not_carry_a_nodes_throttle_into_a_rollout():
+    """fleet-1k seed 3: h200-east's program goodput of 10-19 (no cause of its own) contained both a job peer of the
+    driver rollout (10-17) and h200-east-n20's throttle (10-19): the cluster row joined them. Containment links wait
+    like job co-membership: nearest days first, and never between two groups that began with different things."""
+    rollout = row(
+        "h100-n1", grain="node", metric="program_goodput", day=16, effect=-0.13, coinciding_changes=torch(16, 1),
+        top_cause_dimension="torch", top_cause_value="2.6.0", job_peer_nodes=json.dumps(["h100-n2"]),
+    )  # fmt: skip
+    peer = row("h100-n2", grain="node", metric="program_goodput", day=17, effect=-0.1, job_peer_nodes="[]")
+    cluster = row("h100", metric="program_goodput", day=19, effect=-0.04)
+    thermal = row("h100-n4", grain="node", metric="thermal_ok", day=19, effect=-0.2)
+    grouped = group_regressions(frame(rollout, peer, cluster, thermal), TOPOLOGY)
+    groups = grouped["group_id"].tolist()
+    assert groups[0] == groups[1] and groups[2] == groups[3] and groups[0] != groups[2]
+    assert grouped["is_root"].tolist() == [True, False, False, True]  # the node, not the cluster, heads the throttle
+
+
+def test_two_ramps_that_begin_together_are_one_decay():
+    """fleet-1k seed 2: h100-west-n03's HBM probe fell from 10-05; the node's scan split it on 10-11, one of its GPUs'
+    on 10-06, and the GPU's row was a false alarm of its own."""
+    onset = START + timedelta(days=4)
+    node = row("h100-n1", grain="node", metric="probe_hbm_bw_ratio", day=4, split_date=onset + timedelta(days=6))
+    gpu = row("GPU-h100-1", grain="gpu", metric="probe_hbm_bw_ratio", day=4, split_date=onset + timedelta(days=1))
+    assert group_regressions(frame(node, gpu), TOPOLOGY)["group_id"].nunique() == 1
+    later = row("GPU-h100-1", grain="gpu", metric="probe_hbm_bw_ratio", day=13, split_date=onset + timedelta(days=10))
+    assert group_regressions(frame(node, later), TOPOLOGY)["group_id"].nunique() == 2  # began 9 days apart

@@ -32,7 +32,16 @@ two rows only when one of them is of a metric the job's pace moves (not two node
 state, SM clock, probes, faults) and their splits are at most a day apart (``job_peer_link``); a cluster or rack row
 that came with a rollout does not contain a node row of a node it did not change, without a change of its own, split
 on another day (``outside_rollout``); and two ramps of one entity and metric, the later's onset within 2 days of the
-earlier's split, are one decay (``ramp_continued``).
+earlier's split, are one decay (``ramp_continued``), as are two ramps of nested entities whose onsets lie within 2
+days (``ramps_begin_together``).
+
+Links between two entities (containment, job co-membership, sibling fault rates) are applied after the links within
+one entity, nearest split days first and then in time (``incident_joins.peer_link_order``), and never between two
+groups that each began with something of their own and with nothing in common (``incident_joins.separate_origins``):
+a configuration change the cause analysis ranks first, or a node's own thermal state or HBM probe
+(``incident_joins.origins``). A row with no origin (a job peer's pace, a cluster's aggregate) joins the first group
+it links to, so it no longer bridges a rollout and a throttle on the next day. A group whose only origin is one node's
+hardware is headed by that node (``_hardware_origin``): the cluster's and the peers' rows are its knock-ons.
 
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
 one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
@@ -71,10 +80,13 @@ from perf_assets.lib.incident_joins import (
     job_peer_link,
     late_rollout_step,
     mix_shift_sides,
+    origins,
     outside_rollout,
+    peer_link_order,
     ramp_continued,
     rollout_day,
     rollout_nodes,
+    separate_origins,
     shared_cause,
 )
 from perf_assets.lib.topology import GRAIN_RANK, Topology
@@ -156,6 +168,14 @@ def onsets_near(a: dict, b: dict) -> bool:
     return abs((ramp["as_day"] - step["as_day"]).days) <= GROUP_WINDOW_DAYS or step["_own_cause"] is None
 
 
+def ramps_begin_together(a: dict, b: dict) -> bool:
+    """Two ramps (each fitted onset, ``as_day``, before its split) whose onsets lie within ``GROUP_WINDOW_DAYS``: one
+    decay, though the scans split them days apart (fleet-1k seed 2: h100-west-n03's HBM probe fell from 10-05, split
+    10-11 on the node and 10-06 on one of its GPUs, which became a false alarm of its own)."""
+    ramps = a["as_day"] != a["_link_day"] and b["as_day"] != b["_link_day"]
+    return ramps and abs((a["as_day"] - b["as_day"]).days) <= GROUP_WINDOW_DAYS
+
+
 def _headline_rank(row: dict) -> int:
     """Goodput first, then its spine factors, then the rest (companions: SM clock, power, probes): what an
     owner acts on is the loss of goodput, and a companion is evidence for it."""
@@ -189,6 +209,20 @@ def _origin_nodes(candidates: list[dict], members: list[dict]) -> list[dict]:
     evidence = {row["_node"] for row in members if str(row.get("metric")) in HARDWARE_METRICS and row["_node"]}
     origin = [row for row in candidates if row["_node"] in evidence]
     return origin if origin and len(origin) < len(candidates) else candidates
+
+
+def _hardware_origin(members: list[dict]) -> list[dict]:
+    """The rows of the one node a group began with, when all it began with is that node's own hardware measurement
+    (``incident_joins.origins``: its thermal state or HBM probe, no configuration change): the cluster's and the job
+    peers' rows are that node's knock-ons, and the node is what its owner acts on (fleet-1k seed 3: the cluster's
+    program goodput of 10-19 headed h200-east-n20's thermal throttle, and the node carrying most of the cluster's
+    fall was a job peer, h200-east-n22). Its node-grain rows, else its GPUs'; empty otherwise."""
+    began = set().union(*(origins(row) for row in members))
+    if len(began) != 1 or not next(iter(began)).startswith("hardware "):
+        return []
+    node = next(iter(began)).removeprefix("hardware ")
+    own = [row for row in members if row["_node"] == node and row["grain"] == "node"]
+    return own or [row for row in members if row["_node"] == node and row["grain"] == "gpu"]
 
 
 def group_regressions(regressions: pd.DataFrame, topology: Topology | None = None) -> pd.DataFrame:
@@ -246,33 +280,48 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         return cluster is not None and cluster == topology.cluster_of(str(b["grain"]), str(b["entity_id"]))
 
     def near(a: dict, b: dict) -> bool:
-        """Same direction, splits within the window, and a ramp's onset near a step with a rollout of its own."""
-        return (
-            a["change_kind"] == b["change_kind"]
-            and abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS
-            and onsets_near(a, b)
+        """Same direction, and splits within the window with a ramp's onset near a step with a rollout of its own, or
+        two ramps' onsets within the window (``ramps_begin_together``)."""
+        return a["change_kind"] == b["change_kind"] and (
+            (abs((a["_link_day"] - b["_link_day"]).days) <= GROUP_WINDOW_DAYS and onsets_near(a, b))
+            or ramps_begin_together(a, b)
         )
 
     def linked_in_time(a: dict, b: dict) -> bool:  # between rows below the fleet: near, or inside a condition
         return near(a, b) or (a["change_kind"] == b["change_kind"] and (ongoing(a, b) or ongoing(b, a)))
 
+    def same_factor(a: dict, b: dict) -> bool:
+        return a["_factor"] is None or b["_factor"] is None or a["_factor"] == b["_factor"]
+
     def nested(a: dict, b: dict) -> bool:
-        if a["_factor"] is not None and b["_factor"] is not None and a["_factor"] != b["_factor"]:
-            return False
         sa, sb = (str(a["grain"]), str(a["entity_id"])), (str(b["grain"]), str(b["entity_id"]))
         if topology.contains(sa, sb):
             return not outside_rollout(a, b)
         if topology.contains(sb, sa):
             return not outside_rollout(b, a)
-        if sibling_rate_conditions(a, b):
-            return True
-        return job_peer_link(a, b)
+        return sibling_rate_conditions(a, b)
 
     local = [row for row in rows if row["grain"] != "fleet"]
+    deferred_links: list[tuple[dict, dict]] = []
     for i, a in enumerate(local):
         for b in local[i + 1 :]:
-            if (linked_in_time(a, b) and nested(a, b)) or ramp_continued(a, b):
+            if ramp_continued(a, b) or (
+                (a["grain"], a["entity_id"]) == (b["grain"], b["entity_id"])
+                and linked_in_time(a, b)
+                and same_factor(a, b)
+            ):
                 parent[find(a["_pos"])] = find(b["_pos"])
+            elif linked_in_time(a, b) and same_factor(a, b) and (nested(a, b) or job_peer_link(a, b)):
+                deferred_links.append((a, b))
+    began_with: dict[int, set[str]] = {}  # per group (its root position): what it began with (incident_joins.origins)
+    for row in local:
+        began_with.setdefault(find(row["_pos"]), set()).update(origins(row))
+    for a, b in sorted(deferred_links, key=lambda link: peer_link_order(*link)):
+        first, second = find(a["_pos"]), find(b["_pos"])
+        if first == second or separate_origins(began_with.get(first, set()), began_with.get(second, set())):
+            continue
+        parent[first] = second
+        began_with[second] = began_with.get(second, set()) | began_with.pop(first, set())
     joined: dict[int, str] = {}  # position -> why a join rule of incident_joins.py put the row in its group
     rollouts = [row for row in local if row["_rollout_nodes"]]
     nested_of = {row["_pos"]: find(row["_pos"]) for row in local}  # the groups the links above formed
@@ -356,6 +405,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         broadest = min(GRAIN_RANK.get(str(row["grain"]), 9) for row in below_fleet)
         candidates = [row for row in below_fleet if GRAIN_RANK.get(str(row["grain"]), 9) == broadest]
         candidates = _origin_nodes(candidates, members)
+        candidates = _hardware_origin(members) or candidates
         root = _headline(candidates)
         if str(root.get("attribution") or "") == "mix":
             finest = max(GRAIN_RANK.get(str(row["grain"]), 9) for row in members)

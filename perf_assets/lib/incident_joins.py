@@ -277,6 +277,41 @@ def job_peer_link(a: dict, b: dict) -> bool:
     return str(a.get("metric")) not in OWN_MEASUREMENTS or str(b.get("metric")) not in OWN_MEASUREMENTS
 
 
+# a node's own measurements that say where an incident began; fault counts are not among them: a batch's faults
+# spread over nodes and racks are one condition (grouping's rate and rack links), not one origin per node
+MEASURED_ORIGINS = ("thermal_ok", "probe_hbm_bw_ratio")
+
+
+def origins(row: dict) -> set[str]:
+    """What a row says an incident began with: the configuration change its cause analysis ranks first (a
+    ``SOFTWARE_DIMENSIONS`` top cause, e.g. "driver 560.35.03"; a change that only coincides, like a null firmware
+    rollout on the day a job peer's pace fell, is none) or its node's own hardware measurement (a ``HARDWARE_METRICS`` row: thermal state, HBM probe, faults). A job
+    peer's pace (goodput, program goodput, power) is none: it is a knock-on of whatever its job's slowest node had."""
+    top = row.get("top_cause_dimension")
+    found = {f"config {row['_rollout_day']}"} if isinstance(top, str) and top in SOFTWARE_DIMENSIONS else set()
+    if str(row.get("metric")) in MEASURED_ORIGINS and row.get("_node"):
+        found.add(f"hardware {row['_node']}")
+    return found
+
+
+def peer_link_order(a: dict, b: dict) -> tuple:
+    """The order in which job co-membership links are applied: nearest split days first, then in time (a knock-on
+    follows its cause)."""
+    return (abs((a["_link_day"] - b["_link_day"]).days), min(a["_link_day"], b["_link_day"]), a["_pos"], b["_pos"])
+
+
+def separate_origins(first: set[str], second: set[str]) -> bool:
+    """True when two groups each began with something of their own and with nothing in common (``origins``): a job
+    co-membership link does not merge them. A node runs one job after another, and its peers of two jobs change with
+    two incidents a day or two apart: single linkage through it chained both into one group. fleet-1k seed 2:
+    h200-east-n29's program goodput fell on 10-17 with its job peers n05..n08 of the driver rollout of 10-16, and
+    h200-east-n28, its peer in a later job, fell on 10-18 with h200-east-n20's thermal throttle; the link n29-n28 made
+    the throttle a child of the rollout, and it matched no label. Knock-ons without an origin of their own still join
+    the first group they link to (seed 1: h100-west-n10, n13..n15's program goodput of 10-28, peers of the nodes of
+    rack r2 whose power limit fell on 10-22)."""
+    return bool(first) and bool(second) and not (first & second)
+
+
 def outside_rollout(broad: dict, narrow: dict) -> bool:
     """True when ``narrow`` (a node or GPU row inside ``broad``'s cluster or rack) is no part of ``broad``'s rollout:
     ``broad`` came with a configuration change (``_own_cause``) whose changed nodes it lists (``_rollout_nodes``),
