@@ -878,6 +878,24 @@ def test_an_incident_rooted_at_a_node_one_day_and_its_cluster_another_is_one_ale
     assert len(upsert(tmp_path / "plain", regression("2026-11-08", grain="node", entity="alpha-n01")).opened) == 1
 
 
+def test_the_clusters_change_seen_alone_later_is_the_alert_that_holds_it_as_a_child(tmp_path):
+    """bench/replay_alerts.py on `incidents` seed 1: the HBM decay's alert is headed by node h200-n04 (10-17) and holds
+    its cluster's HBM probe of 10-15 as a child; a later run saw the cluster's power alone on 10-14, three days from
+    the node's day but one from the child's: the alert's, not a second page."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"alpha": ["alpha-n01", "alpha-n02"]})
+    node = regression("2026-11-17", grain="node", entity="alpha-n01", metric="probe_hbm_bw_ratio")
+    child = regression("2026-11-15", metric="probe_hbm_bw_ratio")
+    incidents = build_incidents(frame(node, child), topology)  # one group, headed by the node (its own HBM probe)
+    (alert,) = upsert_incidents(tmp_path, incidents, now=NOW, topology=topology).opened
+    assert alert["grain"] == "node" and [c["change_date"] for c in alert["children"]] == ["2026-11-15"]
+    alone = upsert(tmp_path, regression("2026-11-14", metric="power_ratio"), topology=topology)
+    assert alone.opened == [] and alone.unchanged == 1
+    # four days from the node's day and three from the child's: another change
+    assert len(upsert(tmp_path, regression("2026-11-12", metric="power_ratio"), topology=topology).opened) == 1
+
+
 # --------------------------------------------------------------------------- dedup across daily runs (bench/soak.py)
 
 

@@ -452,6 +452,10 @@ def test_a_cluster_row_does_not_carry_a_nodes_throttle_into_a_rollout():
     groups = grouped["group_id"].tolist()
     assert groups[0] == groups[1] and groups[2] == groups[3] and groups[0] != groups[2]
     assert grouped["is_root"].tolist() == [True, False, False, True]  # the node, not the cluster, heads the throttle
+    # a fleet row joins a group after it formed (its top cause a firmware): the node still heads the throttle
+    fleet = row("fleet", grain="fleet", metric="thermal_ok", day=19, effect=-0.01, top_cause_dimension="firmware")
+    grouped = group_regressions(frame(rollout, peer, cluster, thermal, fleet), TOPOLOGY)
+    assert grouped["group_id"].iloc[4] == grouped["group_id"].iloc[3] and grouped["is_root"].iloc[3]
 
 
 def test_two_ramps_that_begin_together_are_one_decay():

@@ -690,6 +690,11 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     (a cluster and one of its nodes) matches too, the same entity preferred: a day-by-day run roots one
     incident at the cluster on one day and at its nodes on another (bench/soak.py on `incidents`).
 
+    The change days of the alert's children on the incident's root entity count as well (``child_days``): an alert
+    headed by a throttled node holds its cluster's change as a child, and the cluster's change seen alone on a
+    later run (a day further off than the node's) is that alert's, not a page of its own (bench/replay_alerts.py on
+    `incidents` seed 1: inc-hbm-decay-h200-n04 headed by h200-n04 from 10-17, cluster h200 of 10-14 on 10-27).
+
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
@@ -718,6 +723,7 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
             continue
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]}
+        anchors |= child_days(alert, scope)
         distance = min(abs((date.fromisoformat(anchor) - change).days) for anchor in anchors)
         if distance > DEDUP_WINDOW_DAYS:
             continue
@@ -727,6 +733,15 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:
+    """The change days of the alert's children (``build_incidents``) on the entity ``scope`` (grain, entity)."""
+    return {
+        str(child["change_date"])
+        for child in alert.get("children") or []
+        if (child.get("grain"), child.get("entity_id")) == scope and child.get("change_date")
+    }
 
 
 def factors_compatible(alert: dict, incident: dict) -> bool:

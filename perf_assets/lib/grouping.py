@@ -114,6 +114,7 @@ FACTOR_OF_METRIC = {
     "idle_share": "allocation",
     "idle_fragmented_share": "allocation",
     "badput_share": "runtime_goodput",
+    "checkpoint_save_share": "runtime_goodput",
     "clock_ratio": "program_goodput",
     "power_ratio": "program_goodput",
     "thermal_ok": "program_goodput",
@@ -217,7 +218,7 @@ def _hardware_origin(members: list[dict]) -> list[dict]:
     peers' rows are that node's knock-ons, and the node is what its owner acts on (fleet-1k seed 3: the cluster's
     program goodput of 10-19 headed h200-east-n20's thermal throttle, and the node carrying most of the cluster's
     fall was a job peer, h200-east-n22). Its node-grain rows, else its GPUs'; empty otherwise."""
-    began = set().union(*(origins(row) for row in members))
+    began = set().union(*(origins(row) for row in members if row["grain"] != "fleet"))  # fleet rows join later
     if len(began) != 1 or not next(iter(began)).startswith("hardware "):
         return []
     node = next(iter(began)).removeprefix("hardware ")
