@@ -301,17 +301,15 @@ def leaf_tree(bump: float, days: int = 30, first: int = 11, last: int = 14, seed
     """Two clusters' spine (noisy, no change) and their checkpoint_save_share (0.45 % of capacity, ± 3 %); alpha's
     share is `bump` times higher on days `first`..`last` (a checkpoint that takes that much longer to save)."""
     rng = np.random.default_rng(seed)
-    rows = []
+    installed = 32 * 86400 * 989e12
+    leaf = []
     for cluster in ("alpha", "beta"):
         for day in range(days):
-            installed = 32 * 86400 * 989e12
-            levels = {name: value * (1 + rng.normal(0, 0.005)) for name, value in FACTORS.items()}
-            rows += spine_rows(cluster, day, levels, installed)
             share = 0.0045 * (1 + rng.normal(0, 0.03)) * (bump if cluster == "alpha" and first <= day <= last else 1)
-            rows.append(
+            leaf.append(
                 tree_row("cluster", cluster, day, "checkpoint_save_share", share * installed, installed, direction=-1)
             )
-    return pd.DataFrame(rows)
+    return pd.concat([metric_tree(None, days=days, seed=seed), pd.DataFrame(leaf)], ignore_index=True)
 
 
 def test_a_checkpoint_storage_slowdown_is_found_in_its_badput_leaf_in_share_points():
