@@ -245,6 +245,27 @@ def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm(
     assert evaluate(frame(row("h100", metric="program_goodput"), arriving), [rate], TOPOLOGY)["receiving_groups"] == []
 
 
+def test_the_receiving_sides_end_is_neither_a_match_nor_a_false_alarm():
+    """fleet-1k: a100-west took h100-west's work from 10-20 to 10-26; its allocation fell back on 10-26/27 (a
+    regression, the label's own direction, on the receiving cluster): the shift's end, scored like a recovery."""
+    mix = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), attribution="mix", end_day=16)
+    mix |= {"factor": "allocation", "cause": {"dimension": "sku", "value": "A100"}}
+    sending = row("h100", metric="allocation", effect=-0.3)
+    back = row("a100", metric="allocation", day=17, effect=-0.3, before_level=None, after_level=None)
+    report = evaluate(frame(sending, back), [mix], TOPOLOGY)
+    assert report["false_alarms"]["count"] == 0 and [g["receiving_side_of"] for g in report["receiving_groups"]] == [
+        "inc"
+    ]
+    # days after the end, another cluster (the sending one falling again), or no end: a false alarm
+    for other, shift in (
+        (back | {"change_date": START + timedelta(days=19)}, mix),
+        (back | {"entity_id": "h100", "regression_id": "other"}, mix),
+        (back, mix | {"end": None}),
+    ):
+        report = evaluate(frame(sending, other), [shift], TOPOLOGY)
+        assert report["receiving_groups"] == [] and report["false_alarms"]["count"] == 1, other
+
+
 # --------------------------------------------------------------------------- cause ranking
 
 

@@ -383,21 +383,24 @@ def evaluate(
     # on its `cluster` (the receiving one), a real change of the opposite direction within 2 days of its start. A
     # group whose rows below the fleet all lie on that cluster (fleet rows join the group of the largest effect in
     # their direction, grouping.py) is that label's receiving side: like a recovery, neither a match nor a false
-    # alarm
+    # alarm. When the shift ends the work leaves that cluster again: a change of the label's own direction there within 2
+    # days of its `end` is the receiving side's end, counted the same way
     receiving = []
     for g_index, group in enumerate(groups):
         if g_index in matched_groups or g_index in recovered:
             continue
         for label in real:
-            if label.get("attribution") != "mix" or group.direction != OPPOSITE.get(label.get("direction")):
+            if label.get("attribution") != "mix" or label.get("direction") not in OPPOSITE:
                 continue
+            day = {OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}[group.direction]
+            day = _label_day(day)
             side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
-            start = _label_day(label["start"])
             below = [row for row in group.rows if row["grain"] != "fleet"]
             if (
-                below
+                day is not None
+                and below
                 and all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below)
-                and any(abs((row["_day"] - start).days) <= MATCH_DAYS for row in below)
+                and any(abs((row["_day"] - day).days) <= MATCH_DAYS for row in below)
             ):
                 receiving.append((g_index, group.summary() | {"receiving_side_of": label["incident_id"]}))
                 break
