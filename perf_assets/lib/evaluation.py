@@ -644,8 +644,8 @@ def table_markdown(report: dict) -> str:
             ", ".join(f"{g['root']} {g['change_date']} ({g['recovery_of']})" for g in report.get("recovery_groups", []))
             or "none"
         ),
-        "- receiving sides of mix shifts (the work arriving on the receiving cluster; neither a detection nor a false"
-        " alarm): "
+        "- receiving sides of mix shifts (the work arriving on the receiving cluster, or leaving it when the shift ends;"
+        " neither a detection nor a false alarm): "
         + (
             ", ".join(
                 f"{g['root']} {g['change_date']} ({g['receiving_side_of']})" for g in report.get("receiving_groups", [])
