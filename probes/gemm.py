@@ -258,9 +258,10 @@ def run_gemm(
     """Run the GEMM probe once and return its result row (never raises for a failed run: status "error").
 
     ``size``, ``iterations`` and ``warmup_s`` default to 8192, 50 and 2.0 s on a GPU and to 1024, 20
-    and 0.5 s on the CPU. ``floor`` defaults to the dtype's (``verdict.GEMM_FLOORS``). ``backend`` defaults to ``select_backend()``. On numpy, bf16/fp16/tf32 run
-    as fp32 (the metric then names fp32 and the context keeps ``requested_dtype``). ``run_id``
-    defaults to ``make_run_id(node, started_at)``; ``node`` to the short host name.
+    and 0.5 s on the CPU. ``floor`` defaults to the dtype's (``verdict.GEMM_FLOORS``). ``backend``
+    defaults to ``select_backend()``. On numpy, bf16/fp16/tf32 run as fp32 (the metric then names
+    fp32 and the context keeps ``requested_dtype``). ``run_id`` defaults to
+    ``make_run_id(node, started_at)``; ``node`` to the short host name.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")

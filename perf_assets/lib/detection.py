@@ -49,8 +49,8 @@ DETECTED_COMPANIONS = (
     "probe_gemm_ratio",
     "probe_hbm_bw_ratio",
 )
-# Badput leaves detected per cluster, judged in share points of capacity (``LEAF_MIN_SHARE_POINTS`` of the grain's
-# minimum effect): a checkpoint that takes four times as long to save (a storage slowdown) moves its cluster's
+# Badput leaves detected per cluster, judged in share points of capacity (at least the grain's minimum effect, as an
+# absolute share; ``detect_regressions``): a checkpoint that takes four times as long to save (a storage slowdown) moves its cluster's
 # checkpoint_save_share from 0.45 % to 1.8 % for the days it lasts, a clean step in a quiet leaf, while the runtime
 # goodput it costs (-1.4 %) is lost in that factor's day-to-day noise (fleet-1k seed 2: not detected). The other
 # leaves of badput (wasted progress, restarts) follow the faults that availability already shows.

@@ -285,8 +285,9 @@ MEASURED_ORIGINS = ("thermal_ok", "probe_hbm_bw_ratio")
 def origins(row: dict) -> set[str]:
     """What a row says an incident began with: the configuration change its cause analysis ranks first (a
     ``SOFTWARE_DIMENSIONS`` top cause, e.g. "driver 560.35.03"; a change that only coincides, like a null firmware
-    rollout on the day a job peer's pace fell, is none) or its node's own hardware measurement (a ``HARDWARE_METRICS`` row: thermal state, HBM probe, faults). A job
-    peer's pace (goodput, program goodput, power) is none: it is a knock-on of whatever its job's slowest node had."""
+    rollout on the day a job peer's pace fell, is none) or its node's own hardware measurement (a ``MEASURED_ORIGINS``
+    row: thermal state, HBM probe). A job peer's pace (goodput, program goodput, power) is none: it is a knock-on of
+    whatever its job's slowest node had."""
     top = row.get("top_cause_dimension")
     found = {f"config {row['_rollout_day']}"} if isinstance(top, str) and top in SOFTWARE_DIMENSIONS else set()
     if str(row.get("metric")) in MEASURED_ORIGINS and row.get("_node"):
@@ -295,14 +296,14 @@ def origins(row: dict) -> set[str]:
 
 
 def peer_link_order(a: dict, b: dict) -> tuple:
-    """The order in which job co-membership links are applied: nearest split days first, then in time (a knock-on
-    follows its cause)."""
+    """The order in which links between entities (containment, job co-membership, sibling fault rates) are applied:
+    nearest split days first, then in time (a knock-on follows its cause)."""
     return (abs((a["_link_day"] - b["_link_day"]).days), min(a["_link_day"], b["_link_day"]), a["_pos"], b["_pos"])
 
 
 def separate_origins(first: set[str], second: set[str]) -> bool:
-    """True when two groups each began with something of their own and with nothing in common (``origins``): a job
-    co-membership link does not merge them. A node runs one job after another, and its peers of two jobs change with
+    """True when two groups each began with something of their own and with nothing in common (``origins``): a link
+    between entities (containment, job co-membership) does not merge them. A node runs one job after another, and its peers of two jobs change with
     two incidents a day or two apart: single linkage through it chained both into one group. fleet-1k seed 2:
     h200-east-n29's program goodput fell on 10-17 with its job peers n05..n08 of the driver rollout of 10-16, and
     h200-east-n28, its peer in a later job, fell on 10-18 with h200-east-n20's thermal throttle; the link n29-n28 made
