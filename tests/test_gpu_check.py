@@ -111,12 +111,16 @@ def test_topology_reads_the_numa_node_and_cpu_set_through_the_samplers_nvml_hand
     assert gpu_check.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
 
 
+def _probe_rules() -> list[dict[str, str]]:
+    seed = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "probe_rules.csv"
+    with open(seed, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
 def test_the_floors_are_the_probe_rules_seed_floors():
     """The lone-copy check judges a GPU as the warehouse does: a drifted floor failed a healthy H200 on the device
     (bf16 at 64% against a stale 70%)."""
-    seed = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "probe_rules.csv"
-    with open(seed, newline="", encoding="utf-8") as handle:
-        floors = {row["rule"]: row["criteria"] for row in csv.DictReader(handle)}
+    floors = {row["rule"]: row["criteria"] for row in _probe_rules()}
     rule_of = {"bf16": "gemm_floor", "fp8": "gemm_fp8_floor", "tf32": "gemm_tf32_floor", "fp32": "gemm_tf32_floor",
                "hbm": "hbm_floor", "pcie": "pcie_floor"}  # fmt: skip
     assert set(gpu_check.FLOORS) == set(rule_of)
@@ -137,11 +141,7 @@ def test_the_launch_ceilings_are_the_seeds_in_the_check_and_the_catalogue():
     behind a blocking sleep: the 20 us raw-launch ceiling belongs to the latter."""
     from probes import launch_latency
 
-    seed = Path(__file__).resolve().parents[1] / "dbt_project" / "seeds" / "probe_rules.csv"
-    with open(seed, newline="", encoding="utf-8") as handle:
-        rules = [
-            row for row in csv.DictReader(handle) if row["probe"] == "launch_latency" and row["function"] == "value"
-        ]
+    rules = [row for row in _probe_rules() if row["probe"] == "launch_latency" and row["function"] == "value"]
     ceilings = {row["metric_pattern"].strip("^$"): float(row["criteria"].split()[-1]) for row in rules}
     assert all(row["criteria"].startswith("x > ") for row in rules)
     assert ceilings == gpu_check.LAUNCH_CEILING_US == launch_latency.CEILING_US

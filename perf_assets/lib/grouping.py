@@ -218,7 +218,7 @@ def _hardware_origin(members: list[dict]) -> list[dict]:
     peers' rows are that node's knock-ons, and the node is what its owner acts on (fleet-1k seed 3: the cluster's
     program goodput of 10-19 headed h200-east-n20's thermal throttle, and the node carrying most of the cluster's
     fall was a job peer, h200-east-n22). Its node-grain rows, else its GPUs'; empty otherwise."""
-    began = set().union(*(origins(row) for row in members if row["grain"] != "fleet"))  # fleet rows join later
+    began = set().union(*(row["_origins"] for row in members if row["grain"] != "fleet"))  # fleet rows join later
     if len(began) != 1 or not next(iter(began)).startswith("hardware "):
         return []
     node = next(iter(began)).removeprefix("hardware ")
@@ -255,6 +255,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         row["_before_start"] = as_day(before) if before is not None and not pd.isna(before) else None
         row["_rollout_nodes"] = rollout_nodes(row, row["_node"]) if row["_own_cause"] is not None else set()
         row["_rollout_day"] = rollout_day(row, row["_link_day"])
+        row["_origins"] = origins(row)
     parent = list(range(len(rows)))
 
     def find(i: int) -> int:
@@ -316,7 +317,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
                 deferred_links.append((a, b))
     began_with: dict[int, set[str]] = {}  # per group (its root position): what it began with (incident_joins.origins)
     for row in local:
-        began_with.setdefault(find(row["_pos"]), set()).update(origins(row))
+        began_with.setdefault(find(row["_pos"]), set()).update(row["_origins"])
     for a, b in sorted(deferred_links, key=lambda link: peer_link_order(*link)):
         first, second = find(a["_pos"]), find(b["_pos"])
         if first == second or separate_origins(began_with.get(first, set()), began_with.get(second, set())):
