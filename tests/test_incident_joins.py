@@ -467,3 +467,60 @@ def test_two_ramps_that_begin_together_are_one_decay():
     assert group_regressions(frame(node, gpu), TOPOLOGY)["group_id"].nunique() == 1
     later = row("GPU-h100-1", grain="gpu", metric="probe_hbm_bw_ratio", day=13, split_date=onset + timedelta(days=10))
     assert group_regressions(frame(node, later), TOPOLOGY)["group_id"].nunique() == 2  # began 9 days apart
+
+
+def test_a_goodput_change_ahead_of_its_largest_factor_joins_that_factors_incident():
+    """fleet-1k seed 3: h200-east-n09 idle with no eligible work from 10-13, its goodput split there (-20 %, program
+    goodput the largest factor), its program goodput on 10-16 with the driver rollout to half the cluster."""
+    driver = json.dumps(
+        [{"component": "driver", "from": "550", "to": "560", "nodes": 1, "of_nodes": 1, "first_at": "2026-10-16"}]
+    )
+    goodput = row("h100-n1", grain="node", day=12, effect=-0.2, top_factor="program_goodput")
+    goodput["after_end_date"] = START + timedelta(days=29)
+    rollout = [
+        row("h100-n1", grain="node", metric="program_goodput", day=15, effect=-0.165, coinciding_changes=driver),
+        row("h100", metric="program_goodput", day=15, effect=-0.08, coinciding_changes=driver),
+    ]
+    grouped = group_regressions(frame(goodput, *rollout), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1
+    reason = grouped["joined_because"].iloc[0]
+    assert reason.startswith("its largest factor, program_goodput, split on 2026-10-16, 3 days after this change's")
+
+    def apart(early: dict, *extra: dict) -> bool:
+        grouped = group_regressions(frame(early, *rollout, *extra), TOPOLOGY)
+        return grouped["group_id"].iloc[0] != grouped["group_id"].iloc[1]
+
+    assert apart(goodput | {"top_factor": "allocation"})  # its largest factor is not the one that moved later
+    assert apart(goodput | {"after_end_date": START + timedelta(days=14)})  # the factor's split is not in its window
+    assert apart(goodput | {"change_kind": "improvement", "relative_effect": 0.2})  # the other direction
+    assert apart(goodput, row("h100-n1", grain="node", metric="program_goodput", day=12, effect=-0.05))  # moved too
+    late = dict(rollout[0], change_date=START + timedelta(days=12 + LATE_DAYS + 1))
+    grouped = group_regressions(frame(goodput, late), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 2  # more than LATE_DAYS later
+    assert apart(goodput | {"coinciding_changes": driver})  # a configuration change of its own
+
+
+def test_a_mix_shifts_pair_is_judged_on_its_own_clusters_not_on_other_incidents_rates():
+    """fleet-1k seed 3: over all clusters the fleet's goodput_ref fell 12.4 % on a100-west's windows, rate -5.3 % the
+    largest, -2.9 % of it h200-east's driver rollout of 10-16 in the before window; the pair's own clusters: mix
+    -3.4 %, rate -1.5 %, occupancy -1.6 %."""
+    from perf_assets.lib.incident_joins import mix_shift_fleet_split
+
+    segments = [
+        {"segment": "h100-west", "mix_effect": -0.0579, "rate_effect": -0.0086, "occupancy_effect": -0.0555},
+        {"segment": "a100-west", "mix_effect": 0.0237, "rate_effect": -0.0063, "occupancy_effect": 0.0390},
+        {"segment": "h200-east", "mix_effect": -0.0032, "rate_effect": -0.0289, "occupancy_effect": -0.0116},
+        {"segment": "h100-east", "mix_effect": 0.0038, "rate_effect": -0.0093, "occupancy_effect": -0.0087},
+    ]
+    split = json.loads(fleet_split(18, -0.0336, -0.0531, -0.0368)) | {"segments": segments}
+    assert split["attribution"] == "rate"
+    receiving = allocation("a100-west", 18, 0.485, 0.992) | {"fleet_split": json.dumps(split)}
+    sending = allocation("h100-west", 19, 0.894, 0.609)
+    side, judged = mix_shift_fleet_split([sending, receiving])
+    assert side is receiving and judged["pair"] == ["a100-west", "h100-west"]
+    assert judged["attribution"] == "mix" and judged["fleet_attribution"] == "rate"
+    assert round(judged["pair_mix_effect"], 4) == -0.0342 and round(judged["pair_rate_effect"], 4) == -0.0149
+    assert judged["mix_effect"] == split["mix_effect"]  # the fleet's own figures stay
+    # a side whose cluster the split does not list (only the largest contributors are): the fleet's verdict
+    _, unlisted = mix_shift_fleet_split([allocation("a100", 19, 0.894, 0.609), receiving])
+    assert unlisted["attribution"] == "rate" and "pair" not in unlisted

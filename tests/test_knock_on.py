@@ -370,7 +370,9 @@ def test_an_idle_node_with_no_demand_is_not_an_incident_but_stranded_capacity_is
             row("a100-west-n30", "goodput", 16, -0.2, top_factor="program_goodput", **window),  # not allocation's
             row("a100-west-n23", "allocation", 16, -0.59, top_factor="allocation", **window),  # stranded, not quiet
             row("a100-west", "allocation", 16, -0.1, grain="cluster", top_factor="allocation", **window),
-            row(  # a configuration change of its own on the node: never set aside
+            row(  # a configuration change on the node that day: a rollout changes how fast work runs, not
+                # whether eligible work waits (fleet-1k seed 2: h100-east-n25's idle days from 10-12, its NCCL
+                # rollout of 10-13 in between), so the idle time with no demand still explains the allocation
                 "a100-west-n30",
                 "allocation",
                 16,
@@ -382,8 +384,93 @@ def test_an_idle_node_with_no_demand_is_not_an_incident_but_stranded_capacity_is
         ]
     )
     expected = no_demand_knock_ons(found, tree)
-    assert set(expected) == {0, 1}
+    assert set(expected) == {0, 1, 5}
     assert expected[0].startswith("no demand: node a100-west-n30's allocation 0.85 -> 0.35 (split 2026-10-16)")
     assert "0.15 -> 0.62" in expected[0]
     # unknown idle time (no idle_no_demand_share rows) is not evidence
     assert no_demand_knock_ons(found, tree[tree["node_id"] == "allocation"]) == {}
+
+
+# fleet-1k seed 3 in miniature: an NCCL rollout on 10-09 took 5.5 % from n07 and 11.6 % from n03, whose HBM was
+# decaying; from 10-14 n07 runs in n03's jobs and falls 11.8 %
+EXCESS_ALLOCATIONS = allocations(
+    ("j1", ["n03"], at(9), at(28)),
+    ("j2", ["n07"], at(9), at(14)),
+    ("j3", ["n07", "n03"], at(14), at(28)),
+)
+
+
+def joining_a_peer_hit_harder(peer_effect: float = -0.116, **fields) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            row("n03", "program_goodput", 9, peer_effect),
+            row("n07", "program_goodput", 9, -0.055),
+            row("n07", "program_goodput", 14, -0.118, before_start_date=date(2026, 10, 9), **fields),
+        ]
+    )
+
+
+def test_a_peer_hit_harder_by_a_shared_incident_is_slower_by_the_difference():
+    expected = job_peer_knock_ons(joining_a_peer_hit_harder(), EXCESS_ALLOCATIONS, 0.03)
+    assert set(expected) == {2}
+    assert "n03 (-6.5% since 2026-10-09)" in expected[2]  # 0.884 / 0.945: 6.5 % slower than n07, not 11.6 %
+    assert "predicts 6.5% of the 11.8% change" in expected[2]
+    # hit about alike (-7 % against -5.5 %: 1.6 % slower, under the minimum effect): no slower peer
+    assert job_peer_knock_ons(joining_a_peer_hit_harder(-0.07), EXCESS_ALLOCATIONS, 0.03) == {}
+
+
+def test_the_slowest_peer_in_the_job_sets_the_pace():
+    # n05 joins a job with n02 (12.7 % slower since 10-06) and n09 (3.5 % slower since 10-05) on 10-22 and falls 10 %:
+    # the job runs at n02's pace (predicted 12.7 %), not at the mildest peer's (3.5 %, under half of the change)
+    jobs = allocations(
+        ("j1", ["n02"], at(6), at(22)),
+        ("j0", ["n09"], at(5), at(22)),
+        ("j2", ["n05"], at(12), at(22)),
+        ("j3", ["n05", "n02", "n09"], at(22), at(28)),
+    )
+    found = pd.DataFrame(
+        [
+            row("n02", "program_goodput", 6, -0.127),
+            row("n09", "program_goodput", 5, -0.035),
+            row("n05", "program_goodput", 22, -0.10, before_start_date=date(2026, 10, 12)),
+        ]
+    )
+    expected = job_peer_knock_ons(found, jobs, 0.03)
+    assert set(expected) == {2} and "predicts 12.7% of the 10.0% change" in expected[2]
+
+
+def firmware_rollout(nodes: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(node, at(13), "firmware", "96.00.89", "96.00.99") for node in nodes],
+        columns=["node", "changed_at", "component", "from_version", "to_version"],
+    )
+
+
+def test_a_rollout_its_other_nodes_ignored_does_not_shield_a_knock_on():
+    """fleet-1k seed 3: a firmware rollout without effect reached all of h100-west on 10-13; n07 joined the jobs of
+    n03 (HBM decay) the next day. 1 of the 8 nodes that got it moved: a coincidence, not n07's cause."""
+    firmware = json.dumps([{"component": "firmware", "from": "96.00.89", "to": "96.00.99", "nodes": 1, "of_nodes": 1}])
+    found = pd.DataFrame(
+        [
+            row("n03", "program_goodput", 9, -0.116),
+            row("n07", "program_goodput", 14, -0.118, before_start_date=date(2026, 10, 9), coinciding_changes=firmware),
+        ]
+    )
+    nodes = [f"n{i:02d}" for i in range(1, 9)]
+    assert job_peer_knock_ons(found, EXCESS_ALLOCATIONS, 0.03) == {}  # rollouts unknown: a cause of its own
+    assert set(job_peer_knock_ons(found, EXCESS_ALLOCATIONS, 0.03, firmware_rollout(nodes))) == {1}
+    # half of its nodes moved with it: the rollout's own incident, never set aside
+    moved = pd.concat(
+        [found, pd.DataFrame([row(n, "program_goodput", 13, -0.1, coinciding_changes=firmware) for n in nodes[1:4]])]
+    )
+    assert 1 not in job_peer_knock_ons(moved.reset_index(drop=True), EXCESS_ALLOCATIONS, 0.03, firmware_rollout(nodes))
+    # the cluster moved with it
+    cluster = pd.concat(
+        [found, pd.DataFrame([row("c", "program_goodput", 13, -0.02, grain="cluster", coinciding_changes=firmware)])]
+    )
+    assert job_peer_knock_ons(cluster.reset_index(drop=True), EXCESS_ALLOCATIONS, 0.03, firmware_rollout(nodes)) == {}
+    # a rollout to three nodes is too small to judge by how many moved
+    assert job_peer_knock_ons(found, EXCESS_ALLOCATIONS, 0.03, firmware_rollout(["n06", "n07", "n08"])) == {}
+    # the cause analysis ranks the firmware first
+    ranked = found.assign(top_cause_dimension=[None, "firmware"])
+    assert job_peer_knock_ons(ranked, EXCESS_ALLOCATIONS, 0.03, firmware_rollout(nodes)) == {}

@@ -884,7 +884,7 @@ def detect_regressions(
     ranked = rank_causes(found, dimension_changes(node_software, inventory), topology, metric_tree)
     for column in ranked.columns:
         found[column] = ranked[column]
-    expected = job_peer_knock_ons(found, allocations, min_effect("node", "program_goodput"))
+    expected = job_peer_knock_ons(found, allocations, min_effect("node", "program_goodput"), rollouts)
     expected |= pace_companions(found, expected, gpu_nodes)
     expected |= down_time_knock_ons(found, metric_tree)
     expected |= maintenance_knock_ons(found, metric_tree)

@@ -217,6 +217,21 @@ def _same_value(found: object, expected: object) -> bool:
 MART_METRIC_OF_BASIS = {"allocated_gs": "running_goodput_ref", "allocated": "running_goodput", "installed": "goodput"}
 
 
+def pair_text(fleet_split: dict) -> str:
+    """The shift's own part of a fleet split (``incident_joins.pair_split``), as text; empty without one."""
+    if not fleet_split.get("pair"):
+        return ""
+    parts = ", ".join(
+        f"{part} {float(fleet_split[f'pair_{part}_effect']):+.1%}"
+        for part in ("mix", "rate", "occupancy")
+        if f"pair_{part}_effect" in fleet_split
+    )
+    return (
+        f"; over the pair's clusters ({', '.join(fleet_split['pair'])}): {parts}, reported as "
+        f"{fleet_split['attribution']} (all clusters: {fleet_split.get('fleet_attribution')})"
+    )
+
+
 def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None = None) -> tuple[bool | None, str]:
     """Whether the fleet change of a group is reported as a mix effect; None when that cannot be assessed.
 
@@ -263,6 +278,7 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
                     else ""
                 )
                 + f" over clusters (weights: {fleet_split.get('mix_basis')}; the pair of clusters' group)"
+                + pair_text(fleet_split)
             )
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))

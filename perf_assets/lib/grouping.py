@@ -48,9 +48,11 @@ one. It therefore never links groups: the groups are formed without fleet rows, 
 the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
 absolute relative effect, or stays a group of its own when there is none.
 
-Beyond nested scopes, three join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
+Beyond nested scopes, four join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
 the alert shows, column `joined_because`): a rollout's step seen late (a node's change days after a rollout on it,
-the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a mix
+the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a goodput
+change whose largest factor moved on the same entity days later, inside its after window, joins that factor's
+group; a mix
 shift's two sides (two clusters' allocation moving opposite ways by about as many GPUs) are one group; and a fleet
 row prefers the group that came with its rollout (then one that is not all knock-ons) over the largest effect.
 
@@ -76,6 +78,8 @@ from perf_assets.lib.incident_joins import (
     HARDWARE_METRICS,
     all_expected,
     explained_apart,
+    factor_moved_later,
+    factor_still_before,
     first_change_since,
     job_peer_link,
     late_rollout_step,
@@ -344,6 +348,20 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             _, reason, rollout = max(found, key=lambda item: (item[0], item[2]["_pos"]))
             parent[find(late["_pos"])] = find(rollout["_pos"])
             joined[late["_pos"]] = reason
+    for early in local:  # a goodput change ahead of its largest factor's joins that factor's incident
+        if str(early["metric"]) != "goodput" or early["_own_cause"] is not None:
+            continue
+        if explained_apart(nested_groups[nested_of[early["_pos"]]]):
+            continue
+        found = [
+            (row["_link_day"], reason, row)
+            for row in local
+            if (reason := factor_moved_later(early, row)) and factor_still_before(early, row, local)
+        ]
+        if found:
+            _, reason, row = min(found, key=lambda item: (item[0], item[2]["_pos"]))
+            parent[find(early["_pos"])] = find(row["_pos"])
+            joined[early["_pos"]] = reason
     gpus: dict[str, int] = {}  # installed GPUs per cluster (the inventory's), for the mix shift's balance
     for node in topology.gpu_node.values():
         cluster = topology.node_cluster.get(node)

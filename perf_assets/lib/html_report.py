@@ -582,6 +582,18 @@ def render_alert(data: dict, home: DataHome, children_shown: int = 60) -> str:
             f"{pct(fleet.get('mix_effect'))} (weights: shares of {escape(str(fleet.get('mix_basis')))}), rate "
             f"{pct(fleet.get('rate_effect'))}"
             + (f", occupancy {pct(occupancy)}" if occupancy is not None else "")
+            + (
+                f"; the shift's own clusters ({escape(', '.join(fleet['pair']))}) contributed mix "
+                f"{pct(fleet.get('pair_mix_effect'))}, rate {pct(fleet.get('pair_rate_effect'))}"
+                + (
+                    f", occupancy {pct(fleet.get('pair_occupancy_effect'))}"
+                    if fleet.get("pair_occupancy_effect") is not None
+                    else ""
+                )
+                + " (the other clusters' parts are other incidents')"
+                if fleet.get("pair")
+                else ""
+            )
             + f": reported as <b>{escape(str(fleet['attribution']))}</b> (whether or not the fleet's own series "
             "changed enough to be detected).</p>"
             + table(

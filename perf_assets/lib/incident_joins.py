@@ -26,6 +26,18 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   moves (``hardware_evidence``: a thermal throttle, HBM decay, faults), so a hardware incident days after a rollout
   on its node stays its own, and no row that came with a configuration change of its own (a power cap on its job
   peers that day).
+* **A goodput change ahead of its largest factor** (``factor_moved_later``). A goodput change splits where the
+  product of its factors moved most; when a smaller factor stepped first (a node left idle with no demand) and its
+  largest factor days later (a rollout slowing its jobs), the goodput split falls on the first and its comparison
+  measures mostly the second. Then it is the factor's incident, seen early: fleet-1k seed 3, h200-east-n09-n11 idle
+  with no eligible work from 10-13 (allocation 0.95-1.0 before, 0.70-0.80 after), their goodput split there at -15
+  to -20 % with program goodput the largest factor (-16 % in log terms against allocation's -5 %), while their
+  program goodput fell on 10-16 with the driver rollout to half the cluster; seed 1 the same on n10. Conditions, each needed: the same
+  entity and direction; the goodput row's top factor (LMDI) is the other row's metric; it has no configuration
+  change of its own; the factor's split lies more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` after the
+  goodput's, inside its after window; the caller adds that the factor has no row of its own from
+  ``GROUP_WINDOW_DAYS`` before the goodput's split up to that one (``factor_still_before``: the factor did not move
+  with its parent), and that the goodput row's group has no explanation of its own (``explained_apart``).
 * **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
@@ -45,6 +57,8 @@ from __future__ import annotations
 
 import json
 from datetime import date, timedelta
+
+import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 
@@ -99,6 +113,50 @@ def late_rollout_step(late: dict, rollout: dict) -> str | None:
     return (
         f"{node}'s {rollout['_own_cause']} on {day} lies in this change's before window, {gap} days "
         f"before its split, with no change of {late['metric']} on {node} in between: the rollout's step, seen late"
+    )
+
+
+def factor_moved_later(early: dict, factor_row: dict) -> str | None:
+    """The reason ``early``, a goodput change, is the change of its largest factor that ``factor_row`` (the same
+    entity's row of that factor) shows days later, or None (module docstring: a goodput change ahead of its largest
+    factor).
+    Both rows prepared by grouping.py; the caller checks ``factor_still_before`` and the early row's group."""
+    if str(early.get("metric")) != "goodput" or early["_own_cause"] is not None:
+        return None
+    if (early["grain"], early["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
+        return None
+    factor = early["_factor"]
+    if (
+        factor is None
+        or factor == "goodput"
+        or factor_row["metric"] != factor
+        or early["change_kind"] != factor_row["change_kind"]
+    ):
+        return None
+    gap = (factor_row["_link_day"] - early["_link_day"]).days
+    after_end = early.get("after_end_date")
+    inside = (
+        after_end is None or pd.isna(after_end) or factor_row["_link_day"] <= date.fromisoformat(str(after_end)[:10])
+    )
+    if not (GROUP_WINDOW_DAYS < gap <= LATE_DAYS and inside):
+        return None
+    return (
+        f"its largest factor, {factor}, split on {factor_row['_link_day']}, {gap} days after this change's split and "
+        f"inside its after window, with no change of {factor} on {early['entity_id']} near this split: the factor's "
+        f"step, seen early in its parent"
+    )
+
+
+def factor_still_before(early: dict, factor_row: dict, rows: list[dict]) -> bool:
+    """No row of the factor on the early row's grain and entity split from ``GROUP_WINDOW_DAYS`` before the early
+    row's split up to the factor row's: the factor did not move when its parent did."""
+    lo = early["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS)
+    return not any(
+        other is not factor_row
+        and (other["grain"], other["entity_id"], other["metric"])
+        == (factor_row["grain"], factor_row["entity_id"], factor_row["metric"])
+        and lo <= other["_link_day"] < factor_row["_link_day"]
+        for other in rows
     )
 
 
@@ -227,7 +285,43 @@ def mix_shift_fleet_split(rows: list[dict]) -> tuple[dict, dict] | None:
                 sides.append((row, split))
     if not sides:
         return None
-    return min(sides, key=lambda side: (side[1]["change_date"], -abs(float(side[1].get("relative_change") or 0.0))))
+    row, split = min(
+        sides, key=lambda side: (side[1]["change_date"], -abs(float(side[1].get("relative_change") or 0.0)))
+    )
+    clusters = {str(r["entity_id"]) for r in rows if r.get("grain") == "cluster" and r.get("metric") == "allocation"}
+    return row, pair_split(split, sorted(clusters))
+
+
+SPLIT_PARTS = ("mix_effect", "rate_effect", "occupancy_effect")
+
+
+def pair_split(split: dict, clusters: list[str]) -> dict:
+    """The fleet split with the shift's own part: the sums of the mix, rate and occupancy contributions of the
+    group's clusters (``pair_*``, relative to the fleet's level before, like the fleet's own) and the attribution
+    they give; the fleet-wide figures stay under their names, the fleet-wide attribution as
+    ``fleet_attribution``. The other clusters' contributions over the same windows are other incidents' (fleet-1k
+    seed 3: h200-east's driver rollout of 10-16 fell in the shift's before window, rate -2.9 % of the fleet's -5.3 %;
+    over h100-west and a100-west, mix -3.4 %, rate -1.5 %, occupancy -1.7 %). Unchanged when fewer than two
+    clusters, or a cluster the split does not list (``segments`` keeps the largest contributors)."""
+    segments = split.get("segments")
+    segments = json.loads(segments) if isinstance(segments, str) else segments or []
+    mine = [segment for segment in segments if str(segment.get("segment")) in clusters]
+    if len(clusters) < 2 or len(mine) != len(clusters):
+        return split
+    parts = {}
+    for part in SPLIT_PARTS:
+        values = [segment.get(part) for segment in mine]
+        if all(isinstance(value, (int, float)) and value == value for value in values):
+            parts[part] = float(sum(values))
+    if "mix_effect" not in parts or "rate_effect" not in parts:
+        return split
+    attribution = max(parts, key=lambda part: abs(parts[part])).removesuffix("_effect")
+    return split | {
+        "pair": clusters,
+        **{f"pair_{part}": value for part, value in parts.items()},
+        "fleet_attribution": split.get("attribution"),
+        "attribution": attribution,
+    }
 
 
 HARDWARE_METRICS = ("thermal_ok", "probe_hbm_bw_ratio", "xid_node_faults", "xid_count")

@@ -1,27 +1,31 @@
 """Changes that something already known explains: knock-on effects, marked so that they are not paged as incidents.
 
-Two kinds, each a plain function over the rows of `regressions` (detection.py writes the reason in the column
+Four kinds, each a plain function over the rows of `regressions` (detection.py writes the reason in the column
 `expected_because`; grouping, alerts and the evaluation read it):
 
 * **Job peers.** A synchronous job runs at its slowest node's pace. A node that starts sharing allocations with a
   node whose ``program_goodput`` has been lower for days (an earlier incident, more than ``GROUP_WINDOW_DAYS``
   before, so not the same incident's first days) slows down with it, and speeds up again when it stops sharing
   them; neither is a new incident (nor is the node's and its GPUs' power draw moving with that pace:
-  ``pace_companions``). A node-grain ``program_goodput`` row is expected when the share of its time in
-  allocations with such slowed peers rises (a regression) or falls (an improvement) across its day. "Slowed": the product of
-  ``1 + relative_effect`` of the peer's own rows of that metric that split before the window is at most
-  ``1 - min_effect`` (the grain's minimum effect). The change must be mostly that: the change of the share of
-  its job time (hours in any allocation) the node spent in allocations with slowed peers (over the change's own before and after windows, at most
-  ``JOB_WINDOW`` each), times the mildest of their slowdowns, predicts at
-  least ``MIN_EXPLAINED_SHARE`` of the node's own change (a framework upgrade that speeds up a node's new jobs
-  while it happens to share a little less with slowed peers is not explained away). Two more conditions make the
-  explanation evidence and not a coincidence (``incidents`` seed 103: a torch upgrade's improvement on h200-n03
-  was set aside because n03 stopped sharing jobs with h200-n04, which an image stall had slowed, but n03 as well):
-  a peer's earlier change that the node shares (its own change of that metric, the same direction, within
-  ``GROUP_WINDOW_DAYS`` of the peer's: one incident that hit both) does not make the peer slower than the node, so
-  it does not count (``shared_incident``); and a change whose own node had a configuration change within a day
-  (``coinciding_changes`` of a ``SOFTWARE_DIMENSIONS`` component: a driver, torch, image ... rollout, a power
-  limit) or whose top cause candidate is one has a cause of its own and is never set aside (``grouping.own_cause``).
+  ``pace_companions``). A node-grain ``program_goodput`` row is expected when the pace its job peers set predicts
+  it. "Slowed": the product of ``1 + relative_effect`` of the peer's own rows of that metric that split before the
+  window is at most ``1 - min_effect`` (the grain's minimum effect). The prediction (``_paced_hours``): over the
+  change's own before and after windows (at most ``JOB_WINDOW`` each), the node's job time weighted at each
+  instant by the largest slowdown among the slowed peers in an allocation with it then (0 with none), per hour of
+  job time; the change from before to after must be in the row's direction and at least ``MIN_EXPLAINED_SHARE`` of
+  the node's own change (a framework upgrade that speeds up a node's new jobs while it happens to share a little
+  less with slowed peers is not explained away). Two more conditions make the explanation evidence and not a
+  coincidence (``incidents`` seed 103: a torch upgrade's improvement on h200-n03 was set aside because n03 stopped
+  sharing jobs with h200-n04, which an image stall had slowed, but n03 as well): a peer's earlier change that the
+  node shares (its own change of that metric, the same direction, within ``GROUP_WINDOW_DAYS`` of the peer's: one
+  incident that hit both) makes the peer slower than the node only by what it took beyond the node's
+  (``excess_over_shared``), and only when that is at least the minimum effect; and a change whose own node had a
+  configuration change within a day (``coinciding_changes`` of a ``SOFTWARE_DIMENSIONS`` component: a driver,
+  torch, image ... rollout, a power limit) or whose top cause candidate is one has a cause of its own and is not
+  set aside, unless the rollout's other nodes contradict it (``unsupported_rollout``: it reached at least
+  ``MIN_ROLLOUT_NODES`` nodes, fewer than half of them moved, its cluster did not, and the cause analysis does not
+  rank it first: fleet-1k seed 3's null firmware rollout to h100-west, which landed on n07 and n08 as they joined
+  jobs with HBM-decayed n03).
 * **Planned maintenance.** Before a node's planned maintenance (node state ``maintenance``: the tree's
   ``down_maintenance_share``) the scheduler drains it, so its allocation drops on the day before and the day of the
   maintenance, and it is refilled after. A node-grain ``allocation`` change (either direction) whose split day is
@@ -33,8 +37,10 @@ Two kinds, each a plain function over the rows of `regressions` (detection.py wr
   ledger books that idle time as ``idle_no_demand`` (nothing pending that fits), apart from ``idle_fragmented``
   (work pending, capacity stranded) and down time. A node-grain ``allocation`` change, or a node ``goodput`` change
   whose top factor is allocation, is expected when the node's ``idle_no_demand_share`` moved the other way by at
-  least ``MIN_EXPLAINED_SHARE`` of the allocation's change over the change's own before and after windows (Σ/Σ), and
-  the row has no configuration change of its own (``no_demand_knock_ons``). Demand that leaves a whole cluster is
+  least ``MIN_EXPLAINED_SHARE`` of the allocation's change over the change's own before and after windows (Σ/Σ)
+  (``no_demand_knock_ons``), also when a configuration change landed on the node that day: a rollout changes how
+  fast work runs, not whether eligible work waits (fleet-1k seed 2: h100-east-n25 idle with no demand from 10-12,
+  its NCCL rollout on 10-13). Demand that leaves a whole cluster is
   seen at the cluster's grain, where it is not set aside (a mix shift, a fragmentation). fleet-1k seeds 1-2: five
   node groups of 3-5 idle days (allocation 0.27-0.50 against 0.8-1.0, idle with no demand 0.40-0.72), four of them
   inside decoy windows.
@@ -51,11 +57,13 @@ Nothing is dropped: an expected row stays in `regressions` with its evidence and
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 
+from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.grouping import as_day, own_cause
 
 GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS: a peer's change nearer than this is the same incident
@@ -93,6 +101,29 @@ def _exposed_hours(allocations: pd.DataFrame, node: str, peers: set[str], lo: pd
     return _union_hours(starts, ends)
 
 
+def _paced_hours(
+    allocations: pd.DataFrame, node: str, slowdowns: dict[str, float], lo: pd.Timestamp, hi: pd.Timestamp
+) -> float:
+    """The integral over [lo, hi), in hours, of the slowdown ``node`` ran at: at each instant, the largest slowdown
+    (``slowdowns``: peer -> fraction) among the peers in an allocation with it then, else 0 (a synchronous job runs
+    at its slowest node's pace)."""
+    window = allocations[(allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
+    mine = window[window["node"] == node]
+    theirs = window[window["node"].isin(slowdowns)]
+    if mine.empty or theirs.empty:
+        return 0.0
+    pairs = mine.merge(theirs, on="slurm_job_id", suffixes=("", "_peer"))
+    starts = pairs[["start_at", "start_at_peer"]].max(axis=1).clip(lower=lo)
+    ends = pairs[["end_at", "end_at_peer"]].min(axis=1).clip(upper=hi)
+    spans = [(start, end, slowdowns[peer]) for start, end, peer in zip(starts, ends, pairs["node_peer"]) if end > start]
+    edges = sorted({edge for start, end, _ in spans for edge in (start, end)})
+    total = 0.0
+    for left, right in zip(edges, edges[1:]):
+        pace = max((slowdown for start, end, slowdown in spans if start <= left and end >= right), default=0.0)
+        total += pace * (right - left).total_seconds()
+    return total / 3600.0
+
+
 def _busy_hours(allocations: pd.DataFrame, node: str, lo: pd.Timestamp, hi: pd.Timestamp) -> float:
     """Hours within [lo, hi) that ``node`` ran in any allocation (a union of intervals)."""
     mine = allocations[(allocations["node"] == node) & (allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
@@ -121,9 +152,99 @@ def shared_incident(own: list[tuple[date, float]], when: date, effect: float) ->
     )
 
 
-def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | None, min_effect: float) -> dict:
+MIN_ROLLOUT_NODES = 4  # a rollout to fewer nodes is not judged by how many of them moved
+
+
+def _rollout_events(row: dict) -> set[tuple[str, str, str]]:
+    """(component, from, to) of the configuration changes a row came with (``coinciding_changes``)."""
+    try:
+        listed = json.loads(row.get("coinciding_changes") or "[]")
+    except (TypeError, ValueError):
+        listed = []
+    return {
+        (str(change["component"]), str(change.get("from")), str(change.get("to")))
+        for change in listed
+        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS
+    }
+
+
+def _rollout_rows(regressions: pd.DataFrame) -> list[dict]:
+    """The node and cluster rows that came with a configuration change, with their events and split days."""
+    rows = []
+    for row in regressions[regressions["grain"].isin(("node", "cluster"))].to_dict("records"):
+        events = _rollout_events(row)
+        if events:
+            rows.append(dict(row, _events=events, _day=_split_day(row)))
+    return rows
+
+
+def unsupported_rollout(row: dict, events: list[dict], rollouts: pd.DataFrame | None) -> bool:
+    """Whether every configuration change the node row came with is one its peers' data do not support: it reached
+    at least ``MIN_ROLLOUT_NODES`` nodes (those that got the same component versions within a day of this node),
+    fewer than half of them moved the row's metric the same way within ``GROUP_WINDOW_DAYS`` of the row's split, no
+    cluster row of that metric moved that way with it, and the cause analysis does not rank a configuration change
+    first. Such a change landed with the row by coincidence (fleet-1k seed 3: a firmware rollout to all 24 nodes of
+    h100-west on 10-13, without effect, as h100-west-n07 and n08 joined jobs with nodes that HBM decay had slowed;
+    6 of the 24 moved). Unknown (no ``rollouts``): supported."""
+    if rollouts is None or rollouts.empty or row.get("top_cause_dimension") in SOFTWARE_DIMENSIONS:
+        return False
+    mine = _rollout_events(row)
+    if not mine:
+        return False
+    node, metric, kind, day = str(row["entity_id"]), row["metric"], row["change_kind"], _split_day(row)
+    at = pd.to_datetime(rollouts["changed_at"], utc=True)
+    for component, old, new in mine:
+        same = rollouts[
+            (rollouts["component"] == component)
+            & (rollouts["from_version"].astype(str) == old)
+            & (rollouts["to_version"].astype(str) == new)
+        ]
+        own = at[same.index][same["node"] == node]
+        if own.empty:
+            return False
+        when = own.min()
+        wave = set(same.loc[(at[same.index] - when).abs() <= pd.Timedelta(days=1), "node"].astype(str))
+        if len(wave) < MIN_ROLLOUT_NODES:
+            return False
+        moved = set()
+        for other in events:
+            if (
+                other["metric"] == metric
+                and other["change_kind"] == kind
+                and (component, old, new) in other["_events"]
+                and abs((other["_day"] - day).days) <= GROUP_WINDOW_DAYS
+            ):
+                if other["grain"] == "cluster":
+                    return False  # the cluster moved with it
+                moved.add(str(other["entity_id"]))
+        if 2 * len(moved & wave) >= len(wave):
+            return False
+    return True
+
+
+def excess_over_shared(own: list[tuple[date, float]], when: date, effect: float) -> float:
+    """A peer's change on ``when`` relative to the node's own change of the same incident (``shared_incident``: the
+    same direction within ``GROUP_WINDOW_DAYS``), else as it is: one incident that hit both nodes makes the peer
+    slower than the node only by what it took from the peer beyond the node (fleet-1k seed 3: an NCCL rollout took
+    5.5 % from h100-west-n07 and 11.6 % from n03, whose HBM was decaying: n03 was 6.5 % slower than n07)."""
+    shared = [
+        own_effect
+        for day, own_effect in own
+        if abs((day - when).days) <= GROUP_WINDOW_DAYS and (own_effect < 0) == (effect < 0) and own_effect > -1.0
+    ]
+    return (1.0 + effect) / (1.0 + shared[0]) - 1.0 if shared else effect
+
+
+def job_peer_knock_ons(
+    regressions: pd.DataFrame,
+    allocations: pd.DataFrame | None,
+    min_effect: float,
+    rollouts: pd.DataFrame | None = None,
+) -> dict:
     """``{index: reason}`` for the node rows of ``regressions`` that joining (or leaving) jobs with nodes slowed
-    days earlier explains (module docstring). ``allocations``: slurm_job_id, node, start_at, end_at."""
+    days earlier explains (module docstring). ``allocations``: slurm_job_id, node, start_at, end_at. ``rollouts``
+    (``detection.software_changes``: node, changed_at, component, from_version, to_version; None: unknown) tells
+    which configuration changes the data do not support (``unsupported_rollout``)."""
     if allocations is None or allocations.empty or regressions.empty:
         return {}
     allocations = allocations.assign(
@@ -140,6 +261,7 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
         return pd.concat(parts) if parts else allocations.iloc[:0]
 
     nodes = regressions[(regressions["grain"] == "node") & regressions["metric"].isin(KNOCK_ON_METRICS)]
+    events = _rollout_rows(regressions)
     history: dict[tuple[str, str], list[tuple[date, float]]] = {}
     for row in nodes.to_dict("records"):
         effect = row.get("relative_effect")
@@ -149,18 +271,22 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
     for index, row in nodes.iterrows():
         row = row.to_dict()
         metric, node, day = str(row["metric"]), str(row["entity_id"]), _split_day(row)
-        if own_cause(row) is not None:
+        if own_cause(row) is not None and not unsupported_rollout(row, events, rollouts):
             continue  # its own node's configuration changed with it: a cause of its own, never set aside
         own = history.get((metric, node), [])
         slowed = {}
         for (other_metric, peer), changes in history.items():
             if other_metric != metric or peer == node:
                 continue
-            earlier = [
-                (when, effect)
-                for when, effect in changes
-                if (day - when).days > GROUP_WINDOW_DAYS and not shared_incident(own, when, effect)
-            ]
+            earlier = []
+            for when, effect in changes:
+                if (day - when).days <= GROUP_WINDOW_DAYS:
+                    continue
+                if shared_incident(own, when, effect):
+                    effect = excess_over_shared(own, when, effect)
+                    if effect > -min_effect:
+                        continue  # an incident that hit both nodes about alike does not make the peer slower
+                earlier.append((when, effect))
             level = math.prod(1.0 + effect for _, effect in earlier)
             if earlier and level <= 1.0 - min_effect:
                 slowed[peer] = (min(when for when, _ in earlier), level - 1.0)
@@ -182,11 +308,14 @@ def job_peer_knock_ons(regressions: pd.DataFrame, allocations: pd.DataFrame | No
         around = of_nodes(node, *sorted(shared))
         before = _exposed_hours(around, node, shared, lo, at) / busy_before
         after = _exposed_hours(around, node, shared, at, hi) / busy_after
-        slowdown = min(-slowed[peer][1] for peer in shared)  # the mildest: never more than the data say
-        explained = abs(after - before) * slowdown  # the pace change that the change of exposure predicts
+        # the pace change that the change of exposure predicts: a job runs at its slowest node's pace
+        slowdowns = {peer: -slowed[peer][1] for peer in shared}
+        paced_before = _paced_hours(around, node, slowdowns, lo, at) / busy_before
+        paced_after = _paced_hours(around, node, slowdowns, at, hi) / busy_after
+        explained = abs(paced_after - paced_before)
         effect = abs(float(row["relative_effect"])) if row["relative_effect"] is not None else math.nan
-        joined = row["change_kind"] == "regression" and after > before
-        left = row["change_kind"] == "improvement" and before > after
+        joined = row["change_kind"] == "regression" and paced_after > paced_before
+        left = row["change_kind"] == "improvement" and paced_before > paced_after
         if (joined or left) and explained >= MIN_EXPLAINED_SHARE * effect:
             peers = ", ".join(f"{peer} ({slowed[peer][1]:+.1%} since {slowed[peer][0]})" for peer in sorted(shared))
             out[index] = (
@@ -304,8 +433,8 @@ def no_demand_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) ->
     """``{index: reason}`` for the node ``NO_DEMAND_METRICS`` rows (goodput only when its top factor is allocation)
     whose allocation change is mostly idle time with no demand: over the row's before window
     (``before_start_date`` to the day before its split) and after window (the split to ``after_end_date``), the node's
-    ``idle_no_demand_share`` moved against its ``allocation`` by at least ``MIN_EXPLAINED_SHARE`` of it. A row with
-    a configuration change of its own (``grouping.own_cause``) is never set aside."""
+    ``idle_no_demand_share`` moved against its ``allocation`` by at least ``MIN_EXPLAINED_SHARE`` of it, whatever
+    configuration change came with it (a rollout does not make eligible work stop waiting)."""
     rows = regressions[
         (regressions["grain"] == "node")
         & regressions["metric"].isin(NO_DEMAND_METRICS)
@@ -324,7 +453,7 @@ def no_demand_knock_ons(regressions: pd.DataFrame, metric_tree: pd.DataFrame) ->
     by_entity = {key: part for key, part in tree.groupby(["entity_id", "node_id"])}
     out = {}
     for index, row in rows.iterrows():
-        if own_cause(row) is not None or pd.isna(row.get("before_start_date")) or pd.isna(row.get("after_end_date")):
+        if pd.isna(row.get("before_start_date")) or pd.isna(row.get("after_end_date")):
             continue
         allocation = by_entity.get((row["entity_id"], "allocation"))
         no_demand = by_entity.get((row["entity_id"], "idle_no_demand_share"))
