@@ -1,5 +1,6 @@
 """Faults around real processes: `perfwh ingest` and `perfwh build` killed with SIGKILL part-way, readers held
-open on the published snapshot while a build runs, and secrets from the environment absent from all a build leaves.
+open on the published snapshot while a build runs, a file delivered twice under two names counted once, and secrets
+from the environment absent from all a build leaves.
 
 The kill points are made deterministic by watching what the process does, not by sleeping: the ingest is
 killed once the manifest holds N entries, the build once its dbt subprocess has logged N models done (dbt's JSON log
@@ -26,7 +27,7 @@ import pytest
 import yaml
 
 from perf_assets.lib.contracts import RAW_TABLES
-from perf_assets.lib.ingest import ingest
+from perf_assets.lib.ingest import ingest, landed_files
 from perf_assets.lib.ingest.lake import table_glob
 from perf_assets.lib.ingest.manifest import read_manifest
 from perf_assets.lib.paths import DBT_PROJECT_DIR, REPO_ROOT, DataHome, data_home
@@ -234,6 +235,10 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, 
     shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     env = _env(home.root, DAGSTER_HOME=str(dagster_home), **SECRETS)
     seen: dict = {"reference": table_counts(home.published_db), "started": time.time()}
+    # a step-events file delivered again under a new name: the killed build ingests it, the next one counts it once
+    original = next(path for path in landed_files(home.landing) if "/step_events/" in path.as_posix())
+    shutil.copyfile(original, original.with_name("redelivered__" + original.name))
+    seen["manifest_rows"] = read_manifest(home.manifest_dir).num_rows
 
     earlier_runs = dbt_run_folders()
     killed = _start(
@@ -300,7 +305,37 @@ def test_a_build_killed_in_its_dbt_step_leaves_a_warehouse_that_opens_and_the_ne
     assert "build succeeded" in rebuild.stdout
     # the killed run held the warehouse_writer pool slot of the persistent instance: released, not waited for
     assert "was killed part-way: marked failed, its pool slot freed" in rebuild.stdout
-    assert seen["after"] == seen["reference"]  # every table of the snapshot: same rows as the clean build
+    # every table of the snapshot has the rows of the clean build; the redelivered copy is one manifest row more
+    # and, below staging, not one row more
+    changed = {name: (seen["reference"].get(name), rows) for name, rows in seen["after"].items()}
+    changed = {name: counts for name, counts in changed.items() if counts[0] != counts[1]}
+    manifest = seen["reference"]["main.ingest_manifest"]
+    assert changed.pop("main.ingest_manifest") == (manifest, manifest + 1)
+    # the data-quality mart's rows of the delivery's own day (its source's quarantine rate and late files that day)
+    quality = changed.pop("main.data_quality", None)
+    assert quality is None or 0 < quality[1] - quality[0] <= 2, quality
+    assert not [name for name in changed if not name.startswith(("raw.", "staging."))], changed
+
+
+def test_a_redelivered_copy_is_counted_once_and_changes_no_fact(build_faults, demo_home, demo_snapshot):
+    """The same bytes under a new name add a manifest row (a file of its own) and no fact: the facts of the build
+    after the kill equal the clean demo build's, value for value."""
+    seen = build_faults
+    home = seen["home"]
+    assert read_manifest(home.manifest_dir).num_rows == seen["manifest_rows"] + 1
+    assert seen["manifest_rows"] == read_manifest(demo_home.manifest_dir).num_rows
+    query = "select * from fct_cluster_day order by cluster, metric_date"
+    before = demo_snapshot(query)
+    with duckdb.connect(str(home.published_db), read_only=True) as connection:
+        after = connection.execute(query).df()
+        steps = connection.execute("select count(*) from intermediate.int_job_steps").fetchone()[0]
+    assert list(after.columns) == list(before.columns) and len(after) == len(before)
+    for column in before.select_dtypes("number").columns:  # re-summed floats may differ in the last bits
+        scale = float(before[column].abs().max() or 1.0)
+        assert list(after[column]) == pytest.approx(list(before[column]), rel=1e-12, abs=1e-9 * scale, nan_ok=True), (
+            column
+        )
+    assert steps == demo_snapshot("select count(*) as n from intermediate.int_job_steps")["n"][0]
 
 
 def test_readers_on_the_published_snapshot_keep_answering_while_a_build_runs(build_faults):

@@ -1,18 +1,13 @@
-"""The demo fleet through every layer: the metric tree's identities, detection, alerts, re-runs."""
+"""The demo fleet through every layer: the metric tree's identities, detection, alerts (a build after a kill, with a
+redelivered file: tests/test_faults_build.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import duckdb
 import pytest
-
-from perf_assets.lib.alerts import read_alerts
-from perf_assets.lib.build import build
-from perf_assets.lib.ingest import landed_files
-from perf_assets.lib.ingest.manifest import read_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -104,28 +99,3 @@ def test_published_snapshot_holds_tables_not_views(demo_home):
         connection.close()
     assert views == 0
     assert {"fct_cluster_day", "fct_fleet_day", "metric_tree_daily", "regressions", "ingest_manifest"} <= tables
-
-
-def test_rebuild_ingests_nothing_twice_and_counts_a_renamed_copy_once(demo_home, demo_snapshot):
-    """A second build adds nothing; the same bytes under a new name add a manifest row, no facts."""
-    before_manifest = read_manifest(demo_home.manifest_dir).num_rows
-    before_facts = demo_snapshot("select * from fct_cluster_day order by cluster, metric_date")
-    before_steps = demo_snapshot("select count(*) as n from intermediate.int_job_steps")["n"][0]
-    before_alerts = read_alerts(demo_home.alerts_dir)
-    assert before_alerts, "the first build sent no alert"
-    original = next(path for path in landed_files(demo_home.landing) if "/step_events/" in path.as_posix())
-    shutil.copyfile(original, original.with_name("redelivered__" + original.name))
-
-    assert build(demo_home)
-
-    assert read_manifest(demo_home.manifest_dir).num_rows == before_manifest + 1
-    after_facts = demo_snapshot("select * from fct_cluster_day order by cluster, metric_date")
-    assert list(after_facts.columns) == list(before_facts.columns) and len(after_facts) == len(before_facts)
-    numeric = before_facts.select_dtypes("number").columns
-    for column in numeric:  # re-summed floats may differ in the last bits (relative to the column's scale)
-        scale = float(before_facts[column].abs().max() or 1.0)
-        assert list(after_facts[column]) == pytest.approx(
-            list(before_facts[column]), rel=1e-12, abs=1e-9 * scale, nan_ok=True
-        ), column
-    assert demo_snapshot("select count(*) as n from intermediate.int_job_steps")["n"][0] == before_steps
-    assert read_alerts(demo_home.alerts_dir) == before_alerts

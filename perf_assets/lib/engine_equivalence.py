@@ -49,8 +49,11 @@ def spark_available() -> str | None:
     return None
 
 
-def dbt_run_on_spark(perfwh_home: Path, spark_dir: Path, target_path: Path, args: tuple[str, ...] = ()) -> None:
-    """`dbt seed` then `dbt run` on the spark target over perfwh_home's lake; raises with dbt's output on failure."""
+def dbt_run_on_spark(
+    perfwh_home: Path, spark_dir: Path, target_path: Path, runs: tuple[tuple[str, ...], ...] = ((),)
+) -> None:
+    """`dbt seed`, then one `dbt run` per argument list of ``runs`` in order, on the spark target over perfwh_home's
+    lake; raises with dbt's output on failure."""
     env = {
         **os.environ,
         "PERFWH_HOME": str(perfwh_home),
@@ -61,26 +64,31 @@ def dbt_run_on_spark(perfwh_home: Path, spark_dir: Path, target_path: Path, args
     dbt = Path(sys.executable).parent / "dbt"
     common = ["--target", "spark", "--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
     common += ["--target-path", str(target_path), "--log-path", str(target_path / "logs")]
-    for command in (["seed"], ["run", *args]):
+    for command in (["seed"], *(["run", *args] for args in runs)):
         done = subprocess.run(
             [str(dbt) if dbt.exists() else "dbt", *command, *common], env=env, capture_output=True, text=True
         )
         if done.returncode != 0:
             tail = "\n".join(line for line in done.stdout.splitlines() if not line.startswith('{"ts"'))[-6000:]
-            raise RuntimeError(f"dbt {command[0]} --target spark failed ({done.returncode}):\n{tail}")
+            raise RuntimeError(f"dbt {' '.join(command[:1])} --target spark failed ({done.returncode}):\n{tail}")
 
 
 def start_dbt_run_on_spark(
-    perfwh_home: Path, spark_dir: Path, target_path: Path, args: tuple[str, ...] = (), niceness: int = 19
+    perfwh_home: Path,
+    spark_dir: Path,
+    target_path: Path,
+    runs: tuple[tuple[str, ...], ...] = ((),),
+    niceness: int = 19,
 ) -> subprocess.Popen:
     """dbt_run_on_spark in a background process at the lowest CPU priority, in its own process group; its output
     (and the error, if it fails) goes to <spark_dir>/dbt_run_on_spark.log. Wait with `wait_dbt_run_on_spark`."""
     spark_dir.mkdir(parents=True, exist_ok=True)
     code = (
-        "import sys; from pathlib import Path; from perf_assets.lib.engine_equivalence import dbt_run_on_spark; "
-        "dbt_run_on_spark(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), tuple(sys.argv[4:]))"
+        "import json, sys; from pathlib import Path; from perf_assets.lib.engine_equivalence import dbt_run_on_spark; "
+        "dbt_run_on_spark(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), "
+        "tuple(tuple(args) for args in json.loads(sys.argv[4])))"
     )
-    command = [sys.executable, "-c", code, str(perfwh_home), str(spark_dir), str(target_path), *args]
+    command = [sys.executable, "-c", code, str(perfwh_home), str(spark_dir), str(target_path), json.dumps(runs)]
     if niceness and shutil.which("nice"):
         command = ["nice", "-n", str(niceness), *command]
     with (spark_dir / "dbt_run_on_spark.log").open("w") as log:  # the child keeps its own copy of the handle
