@@ -87,17 +87,27 @@ def _midnight(day: date) -> pd.Timestamp:
     return pd.Timestamp(datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc))
 
 
-def _exposed_hours(allocations: pd.DataFrame, node: str, peers: set[str], lo: pd.Timestamp, hi: pd.Timestamp) -> float:
-    """Hours within [lo, hi) that ``node`` ran in one allocation with at least one of ``peers`` (a union of
-    intervals: two slowed peers in one job count once)."""
+def _shared_spans(
+    allocations: pd.DataFrame, node: str, peers, lo: pd.Timestamp, hi: pd.Timestamp
+) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """(starts, ends, peer) of the spans within [lo, hi) that ``node`` ran in one allocation with one of ``peers``,
+    one per allocation and peer (empty when there is none)."""
     window = allocations[(allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
     mine = window[window["node"] == node]
     theirs = window[window["node"].isin(peers)]
     if mine.empty or theirs.empty:
-        return 0.0
+        empty = pd.Series([], dtype=object)
+        return empty, empty, empty
     pairs = mine.merge(theirs, on="slurm_job_id", suffixes=("", "_peer"))
     starts = pairs[["start_at", "start_at_peer"]].max(axis=1).clip(lower=lo)
     ends = pairs[["end_at", "end_at_peer"]].min(axis=1).clip(upper=hi)
+    return starts, ends, pairs["node_peer"]
+
+
+def _exposed_hours(allocations: pd.DataFrame, node: str, peers: set[str], lo: pd.Timestamp, hi: pd.Timestamp) -> float:
+    """Hours within [lo, hi) that ``node`` ran in one allocation with at least one of ``peers`` (a union of
+    intervals: two slowed peers in one job count once)."""
+    starts, ends, _ = _shared_spans(allocations, node, peers, lo, hi)
     return _union_hours(starts, ends)
 
 
@@ -107,15 +117,8 @@ def _paced_hours(
     """The integral over [lo, hi), in hours, of the slowdown ``node`` ran at: at each instant, the largest slowdown
     (``slowdowns``: peer -> fraction) among the peers in an allocation with it then, else 0 (a synchronous job runs
     at its slowest node's pace)."""
-    window = allocations[(allocations["start_at"] < hi) & (allocations["end_at"] > lo)]
-    mine = window[window["node"] == node]
-    theirs = window[window["node"].isin(slowdowns)]
-    if mine.empty or theirs.empty:
-        return 0.0
-    pairs = mine.merge(theirs, on="slurm_job_id", suffixes=("", "_peer"))
-    starts = pairs[["start_at", "start_at_peer"]].max(axis=1).clip(lower=lo)
-    ends = pairs[["end_at", "end_at_peer"]].min(axis=1).clip(upper=hi)
-    spans = [(start, end, slowdowns[peer]) for start, end, peer in zip(starts, ends, pairs["node_peer"]) if end > start]
+    starts, ends, peers = _shared_spans(allocations, node, set(slowdowns), lo, hi)
+    spans = [(start, end, slowdowns[peer]) for start, end, peer in zip(starts, ends, peers) if end > start]
     edges = sorted({edge for start, end, _ in spans for edge in (start, end)})
     total = 0.0
     for left, right in zip(edges, edges[1:]):
@@ -185,7 +188,7 @@ def unsupported_rollout(row: dict, events: list[dict], rollouts: pd.DataFrame | 
     cluster row of that metric moved that way with it, and the cause analysis does not rank a configuration change
     first. Such a change landed with the row by coincidence (fleet-1k seed 3: a firmware rollout to all 24 nodes of
     h100-west on 10-13, without effect, as h100-west-n07 and n08 joined jobs with nodes that HBM decay had slowed;
-    6 of the 24 moved). Unknown (no ``rollouts``): supported."""
+    2 of the 24 moved, n07 and n08). Unknown (no ``rollouts``): supported."""
     if rollouts is None or rollouts.empty or row.get("top_cause_dimension") in SOFTWARE_DIMENSIONS:
         return False
     mine = _rollout_events(row)
