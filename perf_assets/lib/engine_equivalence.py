@@ -70,7 +70,7 @@ def dbt_run_on_spark(
         )
         if done.returncode != 0:
             tail = "\n".join(line for line in done.stdout.splitlines() if not line.startswith('{"ts"'))[-6000:]
-            raise RuntimeError(f"dbt {' '.join(command[:1])} --target spark failed ({done.returncode}):\n{tail}")
+            raise RuntimeError(f"dbt {command[0]} --target spark failed ({done.returncode}):\n{tail}")
 
 
 def start_dbt_run_on_spark(

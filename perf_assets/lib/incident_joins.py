@@ -32,12 +32,12 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   measures mostly the second. Then it is the factor's incident, seen early: fleet-1k seed 3, h200-east-n09-n11 idle
   with no eligible work from 10-13 (allocation 0.95-1.0 before, 0.70-0.80 after), their goodput split there at -15
   to -20 % with program goodput the largest factor (-16 % in log terms against allocation's -5 %), while their
-  program goodput fell on 10-16 with the driver rollout to half the cluster; seed 1 the same on n10. Conditions, each needed: the same
-  entity and direction; the goodput row's top factor (LMDI) is the other row's metric; it has no configuration
-  change of its own; the factor's split lies more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` after the
-  goodput's, inside its after window; the caller adds that the factor has no row of its own from
-  ``GROUP_WINDOW_DAYS`` before the goodput's split up to that one (``factor_still_before``: the factor did not move
-  with its parent), and that the goodput row's group has no explanation of its own (``explained_apart``).
+  program goodput fell on 10-16 with the driver rollout to half the cluster; seed 1 the same on n10. Conditions,
+  each needed: the same entity and direction; the goodput row's top factor (LMDI) is the other row's metric; it has
+  no configuration change of its own; the factor's split lies more than ``GROUP_WINDOW_DAYS`` and at most
+  ``LATE_DAYS`` after the goodput's, inside its after window; the caller adds that the factor has no row of its own
+  from ``GROUP_WINDOW_DAYS`` before the goodput's split up to that one (``factor_still_before``: the factor did not
+  move with its parent), and that the goodput row's group has no explanation of its own (``explained_apart``).
 * **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
@@ -119,8 +119,7 @@ def late_rollout_step(late: dict, rollout: dict) -> str | None:
 def factor_moved_later(early: dict, factor_row: dict) -> str | None:
     """The reason ``early``, a goodput change, is the change of its largest factor that ``factor_row`` (the same
     entity's row of that factor) shows days later, or None (module docstring: a goodput change ahead of its largest
-    factor).
-    Both rows prepared by grouping.py; the caller checks ``factor_still_before`` and the early row's group."""
+    factor). Both rows prepared by grouping.py; the caller checks ``factor_still_before`` and the early row's group."""
     if str(early.get("metric")) != "goodput" or early["_own_cause"] is not None:
         return None
     if (early["grain"], early["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
@@ -301,7 +300,7 @@ def pair_split(split: dict, clusters: list[str]) -> dict:
     they give; the fleet-wide figures stay under their names, the fleet-wide attribution as
     ``fleet_attribution``. The other clusters' contributions over the same windows are other incidents' (fleet-1k
     seed 3: h200-east's driver rollout of 10-16 fell in the shift's before window, rate -2.9 % of the fleet's -5.3 %;
-    over h100-west and a100-west, mix -3.4 %, rate -1.5 %, occupancy -1.7 %). Unchanged when fewer than two
+    over h100-west and a100-west, mix -3.4 %, rate -1.5 %, occupancy -1.6 %). Unchanged when fewer than two
     clusters, or a cluster the split does not list (``segments`` keeps the largest contributors)."""
     segments = split.get("segments")
     segments = json.loads(segments) if isinstance(segments, str) else segments or []
