@@ -149,24 +149,22 @@ def factor_moved_later(early: dict, factor_row: dict) -> str | None:
 def factor_still_before(early: dict, factor_row: dict, rows: list[dict]) -> bool:
     """No row of the factor on the early row's grain and entity split from ``GROUP_WINDOW_DAYS`` before the early
     row's split up to the factor row's: the factor did not move when its parent did."""
-    lo = early["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS)
-    return not any(
-        other is not factor_row
-        and (other["grain"], other["entity_id"], other["metric"])
-        == (factor_row["grain"], factor_row["entity_id"], factor_row["metric"])
-        and lo <= other["_link_day"] < factor_row["_link_day"]
-        for other in rows
-    )
+    return no_change_since(factor_row, early["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS), rows)
 
 
 def first_change_since(late: dict, rollout: dict, rows: list[dict]) -> bool:
     """No other row of the late row's grain, entity and metric split between ``GROUP_WINDOW_DAYS`` before the
     rollout and the late row's split: the late row is the first change of that metric there since the rollout."""
-    lo = rollout["_rollout_day"] - timedelta(days=GROUP_WINDOW_DAYS)
+    return no_change_since(late, rollout["_rollout_day"] - timedelta(days=GROUP_WINDOW_DAYS), rows)
+
+
+def no_change_since(row: dict, since: date, rows: list[dict]) -> bool:
+    """No other row of ``row``'s grain, entity and metric split on or after ``since`` and before ``row``'s split."""
+    key = (row["grain"], row["entity_id"], row["metric"])
     return not any(
-        other is not late
-        and (other["grain"], other["entity_id"], other["metric"]) == (late["grain"], late["entity_id"], late["metric"])
-        and lo <= other["_link_day"] < late["_link_day"]
+        other is not row
+        and (other["grain"], other["entity_id"], other["metric"]) == key
+        and since <= other["_link_day"] < row["_link_day"]
         for other in rows
     )
 

@@ -57,7 +57,6 @@ Nothing is dropped: an expected row stays in `regressions` with its evidence and
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import date, datetime, timedelta, timezone
 
@@ -65,6 +64,7 @@ import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.grouping import as_day, own_cause
+from perf_assets.lib.incident_joins import rollout_events
 
 GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS: a peer's change nearer than this is the same incident
 JOB_WINDOW = timedelta(days=3)  # exposure compared over the change's own windows, at most this long each side
@@ -159,16 +159,8 @@ MIN_ROLLOUT_NODES = 4  # a rollout to fewer nodes is not judged by how many of t
 
 
 def _rollout_events(row: dict) -> set[tuple[str, str, str]]:
-    """(component, from, to) of the configuration changes a row came with (``coinciding_changes``)."""
-    try:
-        listed = json.loads(row.get("coinciding_changes") or "[]")
-    except (TypeError, ValueError):
-        listed = []
-    return {
-        (str(change["component"]), str(change.get("from")), str(change.get("to")))
-        for change in listed
-        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS
-    }
+    """(component, from, to) of the configuration changes a row came with (``incident_joins.rollout_events``)."""
+    return {event[:3] for event in rollout_events(row)}
 
 
 def _rollout_rows(regressions: pd.DataFrame) -> list[dict]:
@@ -195,18 +187,15 @@ def unsupported_rollout(row: dict, events: list[dict], rollouts: pd.DataFrame | 
     if not mine:
         return False
     node, metric, kind, day = str(row["entity_id"]), row["metric"], row["change_kind"], _split_day(row)
-    at = pd.to_datetime(rollouts["changed_at"], utc=True)
     for component, old, new in mine:
         same = rollouts[
-            (rollouts["component"] == component)
-            & (rollouts["from_version"].astype(str) == old)
-            & (rollouts["to_version"].astype(str) == new)
+            (rollouts["component"] == component) & (rollouts["from_version"] == old) & (rollouts["to_version"] == new)
         ]
-        own = at[same.index][same["node"] == node]
+        own = same.loc[same["node"] == node, "changed_at"]
         if own.empty:
             return False
         when = own.min()
-        wave = set(same.loc[(at[same.index] - when).abs() <= pd.Timedelta(days=1), "node"].astype(str))
+        wave = set(same.loc[(same["changed_at"] - when).abs() <= pd.Timedelta(days=1), "node"])
         if len(wave) < MIN_ROLLOUT_NODES:
             return False
         moved = set()
@@ -265,6 +254,13 @@ def job_peer_knock_ons(
 
     nodes = regressions[(regressions["grain"] == "node") & regressions["metric"].isin(KNOCK_ON_METRICS)]
     events = _rollout_rows(regressions)
+    if rollouts is not None and not rollouts.empty:  # typed once here, not per row (unsupported_rollout)
+        rollouts = rollouts.assign(
+            changed_at=pd.to_datetime(rollouts["changed_at"], utc=True),
+            node=rollouts["node"].astype(str),
+            from_version=rollouts["from_version"].astype(str),
+            to_version=rollouts["to_version"].astype(str),
+        )
     history: dict[tuple[str, str], list[tuple[date, float]]] = {}
     for row in nodes.to_dict("records"):
         effect = row.get("relative_effect")
