@@ -130,3 +130,30 @@ def test_landing_sensor_requests_one_run_for_new_files(tmp_path, monkeypatch):
 
     assert len(result.run_requests) == 1 and result.run_requests[0].tags["perfwh/new_files"] == "2"
     assert isinstance(landing_sensor(dg.build_sensor_context(cursor=result.cursor)), dg.SkipReason)
+
+
+def test_the_dbt_resource_knows_its_dbt_version_without_running_dbt(definitions, tmp_path, monkeypatch):
+    """The warehouse's dbt resource takes dbt Core's version from the package of its own environment, which is
+    what `dbt --version` of that environment's script prints; any other executable is still asked."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from perf_assets.defs.resources import WarehouseDbtCliResource
+    from perf_assets.lib.dbt_project import dbt_project
+
+    resource = definitions.resources["dbt"]
+    assert isinstance(resource, WarehouseDbtCliResource)
+    printed = subprocess.run(
+        [str(Path(sys.executable).parent / "dbt"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"installed: {resource._cli_version}" in printed  # e.g. "installed: 1.11.16"
+    assert resource._initialize_dbt_core_adapter(["build"]) is None  # no adapter: no column metadata fetched
+
+    elsewhere = tmp_path / "dbt"  # a dbt outside this environment, found first on PATH
+    elsewhere.write_text("#!/bin/sh\necho 'Core:\n  - installed: 2.0.0-preview.1'\n")
+    elsewhere.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    other = WarehouseDbtCliResource(project_dir=dbt_project)
+    assert str(other._cli_version) == "2.0.0"

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from perf_assets.lib.contracts import RAW_TABLES
+from perf_assets.lib.incremental import every_lake_day_args, lake_files, read_state
 from perf_assets.lib.ingest import ingest, landed_files
 from perf_assets.lib.ingest.lake import table_glob
 from perf_assets.lib.ingest.manifest import read_manifest
@@ -235,8 +236,9 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, 
     shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     env = _env(home.root, DAGSTER_HOME=str(dagster_home), **SECRETS)
     seen: dict = {"reference": table_counts(home.published_db), "started": time.time()}
-    # a step-events file delivered again under a new name: the killed build ingests it, the next one counts it once
-    original = next(path for path in landed_files(home.landing) if "/step_events/" in path.as_posix())
+    # the last day's step-events file delivered again under a new name: the killed build ingests it, the next one
+    # counts it once (and, as a day's delivery does, rebuilds the incremental models over the lookback's days only)
+    original = [path for path in landed_files(home.landing) if "/step_events/" in path.as_posix()][-1]
     shutil.copyfile(original, original.with_name("redelivered__" + original.name))
     seen["manifest_rows"] = read_manifest(home.manifest_dir).num_rows
 
@@ -305,6 +307,11 @@ def test_a_build_killed_in_its_dbt_step_leaves_a_warehouse_that_opens_and_the_ne
     assert "build succeeded" in rebuild.stdout
     # the killed run held the warehouse_writer pool slot of the persistent instance: released, not waited for
     assert "was killed part-way: marked failed, its pool slot freed" in rebuild.stdout
+    # a day's delivery: the incremental models rebuilt the last days, not every day (nor from the killed build's)
+    state = read_state(seen["home"])
+    assert state["full_refresh"] is False and state["lake_files"] == lake_files(seen["home"].lake_raw)
+    first_day = every_lake_day_args(seen["home"])[1]  # --event-time-start FIRST ...
+    assert state["window"][0] > first_day, (state["window"], first_day)
     # every table of the snapshot has the rows of the clean build; the redelivered copy is one manifest row more
     # and, below staging, not one row more
     changed = {name: (seen["reference"].get(name), rows) for name, rows in seen["after"].items()}
