@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from perf_assets.lib.build import WAREHOUSE_ASSETS
 from perf_assets.lib.engine_equivalence import ABS_TOL, REL_TOL, compare_frames, duckdb_table_frame
 from perf_assets.lib.incremental import (
     BACKFILL_BATCH_SIZE_ENV,
@@ -27,7 +28,6 @@ from perf_assets.lib.incremental import (
 )
 from perf_assets.lib.paths import DBT_PROJECT_DIR, DataHome
 
-WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
 DBT_RUNS = DBT_PROJECT_DIR / "target"  # dagster-dbt's folder per dbt invocation: warehouse_dbt_models-<run>-<id>
 # The same assets without their checks: dbt then runs the models and no data test (the demo fixture's build runs
 # them all); for tests that compare tables between builds.

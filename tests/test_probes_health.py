@@ -18,9 +18,6 @@ HELD_CLOCK_GPU = "GPU-c10c4e1d-c10c-4e1d-c10c-4e1dc10c4e1d"
 FLAKY_GPU = "GPU-f1a4f1a4-f1a4-f1a4-f1a4-f1a4f1a4f1a4"
 
 
-WAREHOUSE = "group:raw or group:staging or group:intermediate or group:marts"
-
-
 def _frame(home, sql):
     import pandas as pd
 
@@ -72,7 +69,7 @@ def _dcgm_range_json(node: str, uuid: str, start, series: dict[str, list[str]]) 
 def failing_home(demo_home, tmp_path_factory):
     """A copy of the demo with one synthetic GPU on a demo node: slow GEMM and a burn mismatch, run twice
     (the suite's confirmation re-run), and the day before, DCGM saw a critical XID and uncorrectable ECC."""
-    from perf_assets.lib.build import build
+    from perf_assets.lib.build import WAREHOUSE_ASSETS, build
 
     home = data_home(tmp_path_factory.mktemp("failing") / "home")
     shutil.copytree(demo_home.root, home.root)
@@ -158,7 +155,7 @@ def failing_home(demo_home, tmp_path_factory):
         )  # fmt: skip
     )
     # the warehouse's assets and checks (what these tests read): detection and alerts have nothing to add here
-    assert build(home, selection=WAREHOUSE), "the build with the synthetic GPU failed"
+    assert build(home, selection=WAREHOUSE_ASSETS), "the build with the synthetic GPU failed"
     return home, node, started.date()
 
 

@@ -53,6 +53,9 @@ def _instance():
 
 
 # Tags of every `perfwh build` run: which process on which host runs it.
+# The warehouse alone (ingest, dbt's models and their checks), without detection, alerts and the evaluation: a
+# selection for `build` where only tables are wanted.
+WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
 RUN_PID_TAG = "perfwh/build_pid"
 RUN_HOST_TAG = "perfwh/build_host"
 
