@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import sys
 from functools import cached_property
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import dagster as dg
 from dagster_dbt import DbtCliResource
 from packaging import version
 
-from perf_assets.lib.dbt_project import dbt_project
+from perf_assets.lib.dbt_project import ENV_BIN, dbt_project
 from perf_assets.lib.deployment import configured_dbt_target
 from perf_assets.lib.paths import DataHome, data_home
 
@@ -29,7 +28,7 @@ class PerfwhHome(dg.ConfigurableResource):
 def _same_environment(executable: str) -> bool:
     """Whether ``executable`` resolves to the dbt script of the Python environment running this process."""
     found = shutil.which(executable)
-    return found is not None and Path(found).absolute().parent == Path(sys.executable).absolute().parent
+    return found is not None and Path(found).absolute().parent == ENV_BIN.absolute()
 
 
 class WarehouseDbtCliResource(DbtCliResource):

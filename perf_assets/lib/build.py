@@ -52,10 +52,10 @@ def _instance():
     return dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
 
 
-# Tags of every `perfwh build` run: which process on which host runs it.
 # The warehouse alone (ingest, dbt's models and their checks), without detection, alerts and the evaluation: a
 # selection for `build` where only tables are wanted.
 WAREHOUSE_ASSETS = "group:raw or group:staging or group:intermediate or group:marts"
+# Tags of every `perfwh build` run: which process on which host runs it.
 RUN_PID_TAG = "perfwh/build_pid"
 RUN_HOST_TAG = "perfwh/build_host"
 

@@ -10,10 +10,11 @@ from dagster_dbt import DbtProject
 from perf_assets.lib.paths import DBT_PROJECT_DIR
 
 # dagster-dbt looks for `dbt` on PATH (also when `dagster dev` re-parses the project): make the
-# dbt of this environment findable even when the virtualenv is not activated.
-_ENV_BIN = Path(sys.executable).parent
-if shutil.which("dbt") is None and (_ENV_BIN / "dbt").exists():
-    os.environ["PATH"] = f"{_ENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+# dbt of this environment (ENV_BIN: the folder of its Python and scripts) findable even when the virtualenv is not
+# activated.
+ENV_BIN = Path(sys.executable).parent
+if shutil.which("dbt") is None and (ENV_BIN / "dbt").exists():
+    os.environ["PATH"] = f"{ENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def default_duckdb_memory_limit() -> str:
