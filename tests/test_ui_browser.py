@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -310,7 +311,12 @@ def test_schedules_and_sensors_are_listed_with_their_state(page, ui_server, scre
     for name, status in states.items():
         label = page.get_by_text(name, exact=True).first
         expect(label).to_be_visible()
-        boxes = label.evaluate(TOGGLE_STATE)  # a row holds the selection box, then the on/off toggle
+        # a row holds the selection box, then the on/off toggle, whose checked state can render after the box itself
+        deadline = time.monotonic() + 15
+        boxes = label.evaluate(TOGGLE_STATE)
+        while not (len(boxes) == 2 and boxes[1] == (status == "RUNNING")) and time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+            boxes = label.evaluate(TOGGLE_STATE)
         assert len(boxes) == 2, (name, boxes)
         assert boxes[1] == (status == "RUNNING"), (name, status, boxes)
     page.screenshot(path=str(screenshots / "automation.png"))
