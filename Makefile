@@ -44,8 +44,11 @@ run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/perfwh simulate --scenario demo --seed 7 --if-empty
 	$(BIN)/perfwh build
 
+# Two pytest-xdist workers: each session-built fleet is built by one of them (tests/conftest.py). PYTEST_WORKERS=0 runs
+# the suite in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP) $(SPARK_STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 # Debian's chromium for the browser tests (installed with apt-get when missing and run as root).
 browser:

@@ -43,9 +43,51 @@ def samples() -> Path:
 
 @pytest.fixture(scope="session")
 def dbt_manifest() -> Path:
-    from perf_assets.lib.build import prepare_dbt_manifest
+    """dbt_project/target/manifest.json parsed once per test run: under pytest-xdist the first worker parses (holding
+    a lock, so no worker reads a half-written manifest) and the others find it done for this run."""
+    import fcntl
 
-    return prepare_dbt_manifest(force=True)
+    from perf_assets.lib.build import prepare_dbt_manifest
+    from perf_assets.lib.paths import DBT_PROJECT_DIR
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return prepare_dbt_manifest(force=True)
+    target = DBT_PROJECT_DIR / "target"
+    target.mkdir(exist_ok=True)
+    with open(target / ".pytest-parse.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        done = lock.read() == run
+        manifest = prepare_dbt_manifest(force=not done)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(run)
+    return manifest
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """`make test` runs two pytest-xdist workers with --dist loadgroup: the tests of each session-built fleet go to one
+    worker (so it is built once) and every other module's tests stay together (their module fixtures too). Marked as
+    each test is collected, before xdist reads the groups into the test ids."""
+    if not getattr(item.config.option, "loadgroup", False):  # what xdist sets in each worker under --dist loadgroup
+        return
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "incidents_home" in fixtures:
+        group = "incidents"
+    elif "demo_home" in fixtures:
+        group = "demo"
+    else:
+        group = item.path.stem
+    item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist writes each test's group into its id (`...@demo`), which is what it schedules by: a test id without one
+    would let two workers build the same fleet, so stop instead (as pytest 9.2 with pytest-xdist 3.8 would)."""
+    if getattr(config.option, "loadgroup", False) and items and "@" not in items[0].nodeid:
+        raise pytest.UsageError(f"pytest-xdist did not group the tests (--dist loadgroup): {items[0].nodeid}")
 
 
 @pytest.fixture(scope="session")

@@ -69,7 +69,7 @@ def unrendered_descriptions(manifest: dict) -> list[str]:
 def docs_artifacts(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     """manifest.json and catalog.json of `dbt docs generate` on a copy of the demo warehouse and lake."""
     home = tmp_path_factory.mktemp("docs_home")
-    shutil.copytree(demo_home.warehouse_dir, home / "warehouse", ignore=shutil.ignore_patterns("*.lock"))
+    shutil.copytree(demo_home.warehouse_dir, home / "warehouse", ignore=shutil.ignore_patterns("*.lock", "dbt_runs"))
     shutil.copytree(demo_home.root / "lake", home / "lake")
     target = home / "target"
     dbt = Path(sys.executable).parent / "dbt"

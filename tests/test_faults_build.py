@@ -31,7 +31,7 @@ from perf_assets.lib.incremental import every_lake_day_args, lake_files, read_st
 from perf_assets.lib.ingest import ingest, landed_files
 from perf_assets.lib.ingest.lake import table_glob
 from perf_assets.lib.ingest.manifest import read_manifest
-from perf_assets.lib.paths import DBT_PROJECT_DIR, REPO_ROOT, DataHome, data_home
+from perf_assets.lib.paths import REPO_ROOT, DataHome, data_home
 from perf_assets.lib.simulate import simulate
 
 pytestmark = pytest.mark.slow
@@ -81,9 +81,9 @@ def raw_counts(home: DataHome) -> dict[str, tuple[int, int]]:
     return counts
 
 
-def dbt_run_folders() -> set[Path]:
-    """The run folders dagster-dbt gives each dbt invocation of the dbt asset (dbt's JSON log, run_results.json)."""
-    return set((DBT_PROJECT_DIR / "target").glob("warehouse_dbt_models-*"))
+def dbt_run_folders(home: DataHome) -> set[Path]:
+    """The run folders each dbt invocation of the dbt asset gets in the home (dbt's JSON log, run_results.json)."""
+    return set(home.dbt_runs.glob("warehouse_dbt_models-*"))
 
 
 def dbt_models_done(folders: set[Path]) -> int:
@@ -242,7 +242,7 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, 
     shutil.copyfile(original, original.with_name("redelivered__" + original.name))
     seen["manifest_rows"] = read_manifest(home.manifest_dir).num_rows
 
-    earlier_runs = dbt_run_folders()
+    earlier_runs = dbt_run_folders(home)
     killed = _start(
         ["build", "--quiet", "--log-level", "DEBUG"], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -253,7 +253,7 @@ def build_faults(demo_home: DataHome, tmp_path_factory: pytest.TempPathFactory, 
     while done < DBT_MODELS_BEFORE_KILL and killed.poll() is None:
         assert time.monotonic() < deadline, "the build's dbt never got there"
         time.sleep(0.2)
-        runs = dbt_run_folders() - earlier_runs
+        runs = dbt_run_folders(home) - earlier_runs
         done = dbt_models_done(runs)
     seen["killed_code"] = _kill(killed)
     drain.join(timeout=60)
@@ -367,9 +367,7 @@ def test_secrets_from_the_environment_are_nowhere_a_build_writes(build_faults):
     blobs = [text.encode() for text in texts]
     searched = 0
     dbt_runs = [
-        path
-        for path in (DBT_PROJECT_DIR / "target").glob("warehouse_dbt_models-*")
-        if path.stat().st_mtime >= seen["started"]
+        path for path in seen["home"].dbt_runs.glob("warehouse_dbt_models-*") if path.stat().st_mtime >= seen["started"]
     ]
     for folder in (seen["home"].root, seen["dagster_home"], *dbt_runs):
         for path in folder.rglob("*"):

@@ -26,9 +26,8 @@ from perf_assets.lib.incremental import (
     read_state,
     record_build,
 )
-from perf_assets.lib.paths import DBT_PROJECT_DIR, DataHome
+from perf_assets.lib.paths import DataHome
 
-DBT_RUNS = DBT_PROJECT_DIR / "target"  # dagster-dbt's folder per dbt invocation: warehouse_dbt_models-<run>-<id>
 # The same assets without their checks: dbt then runs the models and no data test (the demo fixture's build runs
 # them all); for tests that compare tables between builds.
 WAREHOUSE_MODELS = dg.AssetSelection.from_string(WAREHOUSE_ASSETS).without_checks()
@@ -215,9 +214,9 @@ def test_a_new_day_splits_the_build_and_a_late_file_rebuilds_its_day_and_both_eq
 
     rest = _copy_landing(simulated, home, lambda p: p == late_file)
     assert rest == [late_file]
-    earlier_runs = set(DBT_RUNS.glob("warehouse_dbt_models-*"))
+    earlier_runs = set(home.dbt_runs.glob("warehouse_dbt_models-*"))
     assert build(home, selection=WAREHOUSE_MODELS)  # a late file behind the lookback: one build from its day
-    (run,) = set(DBT_RUNS.glob("warehouse_dbt_models-*")) - earlier_runs
+    (run,) = set(home.dbt_runs.glob("warehouse_dbt_models-*")) - earlier_runs
     dbt_log = b"".join(path.read_bytes() for path in run.glob("dbt.log*"))
     # dbt started from the parse the last build left in this home (lib.dbt_parse_cache), no full parse
     assert b'"name": "PartialParsingEnabled"' in dbt_log and b'"name": "UnableToPartialParse"' not in dbt_log

@@ -39,6 +39,12 @@ class DataHome:
         return self.warehouse_dir / "perf.duckdb"
 
     @property
+    def dbt_runs(self) -> Path:
+        """dbt's target folder per invocation of a build in this home (dbt.log, run_results.json), named as dagster-dbt
+        names its own: warehouse_dbt_models-<run id[:7]>-<random>."""
+        return self.warehouse_dir / "dbt_runs"
+
+    @property
     def warehouse_lock(self) -> Path:
         return self.warehouse_dir / "perf.duckdb.writer.lock"
 

@@ -86,7 +86,11 @@ def warehouse_dbt_models(
         every_model = set(context.selected_asset_keys) >= set(context.assets_def.keys)
         every_check = set(context.selected_asset_check_keys) >= set(context.assets_def.check_keys)
         invocations = window.dbt_invocations() if every_model and every_check else [window.dbt_args()]
-        target_root = Path(dbt.project_dir) / os.environ.get("DBT_TARGET_PATH", "target")
+        # each invocation's dbt.log and run_results.json lie in the home they built (DBT_TARGET_PATH, relative to the
+        # dbt project as dbt reads it, moves them)
+        target_root = (
+            Path(dbt.project_dir) / os.environ["DBT_TARGET_PATH"] if "DBT_TARGET_PATH" in os.environ else home.dbt_runs
+        )
         try:
             for args in invocations:  # in order; a failure stops here, so the second never runs on a failed first
                 # dbt's parse of the project, kept in the home by the last invocation like this one (lib.dbt_parse_cache)
