@@ -402,6 +402,26 @@ def test_routing_by_owner_and_cluster_with_a_default_route():
         AlertConfig.from_dict(ROUTES | {"default_route": ["nope"]})
 
 
+def test_an_alert_below_its_cluster_takes_the_clusters_owner_and_routes(tmp_path):
+    """A node's or a rollout cohort's incident is its cluster's: it carries the cluster, its owner and its routes."""
+    from perf_assets.lib.topology import Topology
+
+    config = AlertConfig.from_dict(ROUTES)
+    topology = Topology.from_cluster_nodes({"alpha": ["a1", "a2", "a3"], "beta": ["b1", "b2"]})
+    result = upsert(
+        tmp_path,
+        regression(entity="b1", grain="node"),
+        regression(entity="a1+a2", grain="cohort", metric="program_goodput"),
+        config=config,
+        topology=topology,
+    )
+    by_entity = {alert["entity_id"]: alert for alert in result.opened}
+    assert (by_entity["b1"]["cluster"], by_entity["b1"]["owner"]) == ("beta", "team-infra")
+    assert (by_entity["a1+a2"]["cluster"], by_entity["a1+a2"]["owner"]) == ("alpha", "team-ml")
+    assert routed_sinks(by_entity["b1"], config) == ["ops-hook"]
+    assert routed_sinks(by_entity["a1+a2"], config) == ["ml-slack", "file"]
+
+
 def test_slack_is_skipped_with_a_log_line_when_not_configured(tmp_path, monkeypatch):
     monkeypatch.delenv("PERFWH_TEST_SLACK_TOKEN", raising=False)
     upsert(tmp_path, regression(), config=AlertConfig.from_dict(ROUTES))

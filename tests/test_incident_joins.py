@@ -86,6 +86,8 @@ def test_a_late_change_stays_apart_without_the_evidence():
     assert apart(late(before_start_date=START + timedelta(days=23)))  # the rollout is outside its before window
     assert apart(late(coinciding_changes=torch(25, 1)))  # a rollout of its own
     assert apart(late(metric="allocation", top_factor="allocation"))  # another factor
+    # a knock-on that detection explained (its job peers' pace) is not the rollout's step
+    assert apart(late(expected_because="job peers: joined allocations with nodes whose program_goodput was lower"))
     # the node's program goodput changed at the rollout already: a second change days later is another incident
     own_step = late(day=22, effect=0.07, coinciding_changes=torch(22, 1))
     grouped = group_regressions(frame(*upgrade(), own_step, late()), TOPOLOGY)

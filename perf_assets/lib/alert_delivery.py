@@ -136,7 +136,8 @@ def routed_sinks(alert: dict, config: AlertConfig) -> list[str]:
     """
     facts = {
         "owner": alert.get("owner"),
-        "cluster": alert["entity_id"] if alert["grain"] == "cluster" else None,
+        # a node, rack, cohort or GPU alert is its cluster's (alerts.upsert_incidents stores it from the topology)
+        "cluster": alert["entity_id"] if alert["grain"] == "cluster" else alert.get("cluster"),
         "job": alert["entity_id"] if alert["grain"] == "job" else None,
         "grain": alert["grain"],
         "severity": alert.get("severity"),

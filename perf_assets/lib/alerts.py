@@ -40,7 +40,7 @@ from filelock import FileLock
 from perf_assets.lib.alert_text import finite_number, lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
-from perf_assets.lib.topology import Topology
+from perf_assets.lib.topology import Topology, cohort_nodes
 
 EVENTS_FILE = "events.jsonl"
 LOCK_FILE = ".store.lock"
@@ -359,9 +359,17 @@ def _pooled(series: pd.DataFrame, start: date, stop: date) -> float | None:
 
 
 def _series(tree: pd.DataFrame | None, grain: str, entity: str, node: str) -> pd.DataFrame:
+    """A (metric_date, numerator, denominator) series of one tree node; a cohort's (the nodes that took one rollout,
+    rollout_canary.py) sums its nodes' rows per day, as a cluster's sums its nodes'."""
     if tree is None or tree.empty:
         return pd.DataFrame(columns=["metric_date", "numerator", "denominator"])
-    rows = tree[(tree["grain"] == grain) & (tree["entity_id"] == entity) & (tree["node_id"] == node)]
+    if grain == "cohort":
+        rows = tree[
+            (tree["grain"] == "node") & tree["entity_id"].isin(cohort_nodes(entity)) & (tree["node_id"] == node)
+        ]
+        rows = rows.groupby("metric_date", as_index=False)[["numerator", "denominator"]].sum(min_count=1)
+    else:
+        rows = tree[(tree["grain"] == grain) & (tree["entity_id"] == entity) & (tree["node_id"] == node)]
     rows = rows[["metric_date", "numerator", "denominator"]].copy()
     rows["metric_date"] = rows["metric_date"].map(_day)
     return rows.sort_values("metric_date")
@@ -853,7 +861,14 @@ def upsert_incidents(
                     result.unchanged += 1
                 continue
             alert = dict(incident) | assess(incident, tree, installed_gs, config)
-            alert["owner"] = config.owners.get(incident["entity_id"])
+            cluster = (
+                topology.cluster_of(str(incident["grain"]), str(incident["entity_id"]))
+                if topology is not None and incident["grain"] not in ("fleet", "job")
+                else None
+            )
+            if cluster is not None and incident["grain"] != "cluster":
+                alert["cluster"] = cluster  # routing and ownership of a node, rack, cohort or GPU alert
+            alert["owner"] = config.owners.get(incident["entity_id"]) or config.owners.get(cluster or "")
             alert["dedup_change_date"] = incident["change_date"]
             alert["dedup_factors"] = list(incident.get("factors") or [])
             annotation = matching_annotation(incident, annotations)

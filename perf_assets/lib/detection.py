@@ -34,7 +34,15 @@ from perf_assets.lib.knock_on import (
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
 from perf_assets.lib.provisional import settled_verdicts
 from perf_assets.lib.ramp import fit_ramp
-from perf_assets.lib.topology import Topology
+from perf_assets.lib.rollout_canary import (
+    CANARY_COLUMNS,
+    CANARY_METRICS,
+    COHORT_GRAIN,
+    canary_calls,
+    canary_tests,
+    cluster_rollouts,
+)
+from perf_assets.lib.topology import Topology, cohort_nodes
 
 SPINE_FACTORS = ("availability", "allocation", "runtime_goodput", "program_goodput")
 DETECTED_NODES = ("goodput", *SPINE_FACTORS)
@@ -62,9 +70,10 @@ DETECTED_BY_GRAIN = {
     "node": DETECTED_NODES + DETECTED_COMPANIONS,
     "gpu": DETECTED_COMPANIONS,
 }
-# Minimum |relative effect| per grain (issue 7: >= 3 % at node level, >= 1 % at cluster or fleet level);
+# Minimum |relative effect| per grain (issue 7: >= 3 % at node level, >= 1 % at cluster or fleet level; a rollout's
+# cohort, rollout_canary.py, is a set of a cluster's nodes: between the two);
 # DetectorConfig.min_relative_effects entries "grain/metric" or "metric" take precedence.
-GRAIN_MIN_EFFECTS = {"fleet": 0.01, "cluster": 0.01, "node": 0.03, "gpu": 0.03}
+GRAIN_MIN_EFFECTS = {"fleet": 0.01, "cluster": 0.01, COHORT_GRAIN: 0.02, "node": 0.03, "gpu": 0.03}
 SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
 ROLLOUT_WINDOW = timedelta(days=1)
 
@@ -340,6 +349,94 @@ def fault_rate_rows(
                 )
             )
     return out, tested
+
+
+def rollout_canaries(
+    metric_tree: pd.DataFrame,
+    node_software: pd.DataFrame,
+    inventory: pd.DataFrame | None,
+    cluster_nodes: dict[str, list[str]],
+    config: DetectorConfig,
+    min_effect,
+) -> list[dict]:
+    """Every rollout to part of a cluster tested against the cluster's untouched nodes (rollout_canary.py): one
+    result per rollout and ``CANARY_METRICS`` metric, the call made with BH across them."""
+    node_cluster = {node: cluster for cluster, nodes in cluster_nodes.items() for node in nodes}
+    changes = dimension_changes(node_software, inventory)
+    rollouts = cluster_rollouts(changes, node_cluster)
+    if not rollouts:
+        return []
+    batch = build_series(metric_tree, {"node": CANARY_METRICS})
+    series: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    directions = {}
+    for row, (_, node, metric) in enumerate(batch.keys):
+        series.setdefault(metric, {})[node] = (batch.numerators[row], batch.denominators[row])
+        directions[metric] = batch.directions[row]
+    results = canary_tests(
+        rollouts,
+        batch.dates,
+        {metric: series[metric] for metric in CANARY_METRICS if metric in series},
+        cluster_nodes,
+        changes,
+        n_permutations=config.n_permutations,
+        confidence=config.confidence,
+        max_pvalue=config.max_pvalue,
+        seed=config.seed,
+    )
+    return canary_calls(
+        results, directions, config.max_pvalue, config.max_qvalue, lambda metric: min_effect(COHORT_GRAIN, metric)
+    )
+
+
+def canary_rows(canaries: list[dict], first_day: date, confirm_points: int) -> list[dict]:
+    """Regression rows (grain ``cohort``) of the canaries that showed an effect: the cohort's pooled levels, the
+    difference in differences against its untouched peers as the effect, its randomization test."""
+    out = []
+    for result in canaries:
+        if result["verdict"] not in ("regression", "improvement"):
+            continue
+        day = result["after_start_date"]
+        out.append(
+            sparse_test_row(
+                COHORT_GRAIN,
+                result["cohort_entity"],
+                result["metric"],
+                day,
+                first_day,
+                change_kind=result["verdict"],
+                before_start_date=result["before_start_date"],
+                after_end_date=result["after_end_date"],
+                n_before=result["n_before"],
+                n_after=result["n_after"],
+                before_level=result["cohort_before_level"],
+                after_level=result["cohort_after_level"],
+                before_numerator=result["cohort_before_numerator"],
+                before_denominator=result["cohort_before_denominator"],
+                after_numerator=result["cohort_after_numerator"],
+                after_denominator=result["cohort_after_denominator"],
+                relative_effect=result["did_effect"],  # against the peers: the cohort's own change is cohort_change
+                ci_low=result["ci_low"],
+                ci_high=result["ci_high"],
+                p_value=result["p_value"],
+                statistic=math.log1p(result["did_effect"]),
+                test=(
+                    f"rollout canary: {result['n_nodes']} nodes that took {result['changes']} against "
+                    f"{result['n_peers']} untouched nodes of {result['cluster']}: difference in differences of "
+                    f"pooled {result['metric']} (cohort {result['cohort_change']:+.1%}, peers "
+                    f"{result['peer_change']:+.1%}), randomization p over {result['relabellings']} relabellings"
+                ),
+                q_value=result["q_value"],
+                verdict="confirmed" if result["n_after"] >= confirm_points else "provisional",
+                shape="step",
+                welch_ci_low=math.nan,
+                welch_ci_high=math.nan,
+                top_factor=result["metric"],
+                peer_relative_effect=result["peer_change"],
+                did_relative_effect=result["did_effect"],
+                split_date=day,
+            )
+        )
+    return out
 
 
 def regressions_ddl(table: str) -> str:
@@ -659,6 +756,8 @@ def detect_regressions(
             return [entity]
         if grain == "gpu":
             return [gpu_nodes[entity]] if entity in gpu_nodes else []
+        if grain == COHORT_GRAIN:
+            return sorted(cohort_nodes(entity))
         return cluster_nodes.get(entity, [])
 
     reference_capacity = _reference_capacity(metric_tree, batch.dates)
@@ -860,6 +959,9 @@ def detect_regressions(
     faults, fault_series = fault_rate_rows(metric_tree, node_rack, config, min_effect)
     bursts += faults
     burst_series += fault_series
+    canaries = rollout_canaries(metric_tree, node_software, inventory, cluster_nodes, config, min_effect)
+    bursts += canary_rows(canaries, batch.dates[0], config.confirm_points)
+    burst_series += sum(result["verdict"] != "not testable" for result in canaries)
     for burst in bursts:
         burst["coinciding_changes"] = json.dumps(
             coinciding_changes(rollouts, nodes_of(burst["grain"], burst["entity_id"]), burst["change_date"])
@@ -894,6 +996,7 @@ def detect_regressions(
     )
     found.attrs["days"] = len(batch.dates)
     found.attrs["series_days"] = found.attrs["series"]["tested"] * len(batch.dates)
+    found.attrs["canaries"] = pd.DataFrame(canaries, columns=CANARY_COLUMNS)
     return found
 
 
@@ -912,6 +1015,11 @@ def _known(value) -> bool:
 def describe_regression(row: dict) -> str:
     """One line a person can act on."""
     where = "the fleet" if row["grain"] == "fleet" else f"{row['grain']} {row['entity_id']}"
+    against = ""
+    if row["grain"] == COHORT_GRAIN:  # the nodes that took one rollout; its effect is against the untouched peers
+        nodes = sorted(cohort_nodes(row["entity_id"]))
+        named = ", ".join(nodes) if len(nodes) <= 6 else f"{nodes[0]} … {nodes[-1]}"
+        where, against = f"the {len(nodes)} nodes {named}", " against untouched peers"
     rollouts = json.loads(row["coinciding_changes"] or "[]")
     rollout = "; ".join(
         f"{r['component']} {r['from']}→{r['to']} on {r['nodes']}/{r['of_nodes']} nodes" for r in rollouts[:3]
@@ -927,7 +1035,7 @@ def describe_regression(row: dict) -> str:
     return (
         f"{row['change_kind']}: {row['metric']} of {where} from {row['change_date']}: "
         f"{_figure(row['before_level'], '.4f')} → {_figure(row['after_level'], '.4f')} "
-        f"({relative}, "
+        f"({relative}{against}, "
         f"95% CI {_figure(row['ci_low'], '+.1%')} to {_figure(row['ci_high'], '+.1%')}, "
         f"p={_figure(row['p_value'], '.3g')}"
         + (f", q={row['q_value']:.3g}" if _known(row.get("q_value")) else "")

@@ -108,9 +108,9 @@ def overlaps(grain: str, entity: str, label: dict, topology: Topology) -> bool:
         return label.get("grain") == "fleet"
     if grain == "cluster":
         return entity in clusters
-    if grain == "rack":
-        rack_nodes = topology.nodes_of("rack", entity)
-        return bool(rack_nodes & nodes) if nodes else topology.cluster_of("rack", entity) in clusters
+    if grain in ("rack", "cohort"):  # a set of nodes: a rack, or the nodes that took one rollout
+        members = topology.nodes_of(grain, entity)
+        return bool(members & nodes) if nodes else topology.cluster_of(grain, entity) in clusters
     if grain == "node":
         return entity in nodes if nodes else topology.node_cluster.get(entity) in clusters
     if grain == "gpu":

@@ -18,6 +18,7 @@ from perf_assets.lib import svg
 from perf_assets.lib.alert_text import escalation_text, impact_text, lost_per_day
 from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.paths import DataHome
+from perf_assets.lib.topology import cohort_nodes
 from perf_assets.lib.warehouse import published_frame
 
 BADPUT_LEAVES = (
@@ -401,14 +402,21 @@ def alert_data(home: DataHome, alert_id: str) -> dict:
     alert = find_alert(home, alert_id)
     grain, entity, metric = alert["grain"], alert["entity_id"], alert["headline_metric"]
     evidence = alert["metrics"].get(metric, {})
-    series = _records(
-        published_frame(
-            home,
+    if grain == "cohort":  # the nodes that took one rollout (rollout_canary.py): Σ/Σ of their node rows per day
+        nodes = ", ".join(_quote(node) for node in sorted(cohort_nodes(entity)))
+        sql = (
+            "select metric_date, sum(numerator) as numerator, sum(denominator) as denominator, "
+            "sum(numerator) / nullif(sum(denominator), 0) as value, any_value(unit) as unit from metric_tree_daily "
+            f"where grain = 'node' and entity_id in ({nodes}) and node_id = {_quote(metric)} "
+            "group by metric_date order by metric_date"
+        )
+    else:
+        sql = (
             "select metric_date, numerator, denominator, value, unit from metric_tree_daily "
             f"where grain = {_quote(grain)} and entity_id = {_quote(entity)} and node_id = {_quote(metric)} "
-            "order by metric_date",
+            "order by metric_date"
         )
-    )
+    series = _records(published_frame(home, sql))
     ids = ", ".join(_quote(i) for i in alert.get("regression_ids") or []) or "''"
     alert_rows = _records(published_frame(home, f"select * from regressions where regression_id in ({ids})"))
     rows = [r for r in alert_rows if (r["grain"], r["entity_id"], r["metric"]) == (grain, entity, metric)]

@@ -95,9 +95,14 @@ def rollout_day(row: dict, link_day: date) -> date:
 
 def late_rollout_step(late: dict, rollout: dict) -> str | None:
     """The reason ``late`` is ``rollout``'s step seen late (module docstring), or None. Both rows prepared by
-    grouping.py; the caller checks ``first_change_since`` as well."""
+    grouping.py; the caller checks ``first_change_since`` as well. A knock-on that detection already explained
+    (``expected_because``: a job peer's pace, down time, no demand) is not a step of the rollout: fleet-1k seed 1,
+    h200-east-n25's program goodput of 10-14 came as it joined the jobs of rack r8's power-capped nodes, a week
+    after n25's image rollout."""
     node = late["_node"]
     if node is None or late["_own_cause"] is not None or rollout["_own_cause"] is None:
+        return None
+    if isinstance(late.get("expected_because"), str) and late["expected_because"]:
         return None
     if late["change_kind"] != rollout["change_kind"]:
         return None

@@ -1,4 +1,7 @@
-"""Which nodes (and GPUs) an entity covers, at every grain: fleet, cluster, rack, node, gpu.
+"""Which nodes (and GPUs) an entity covers, at every grain: fleet, cluster, rack, cohort, node, gpu.
+
+A cohort (rollout_canary.py: the nodes of a cluster that took one configuration change) names its nodes in its
+entity id, joined by ``COHORT_SEPARATOR``, so a cohort row's scope needs no table beside the inventory.
 
 Built from the inventory (`stg_inventory__gpus`: gpu_uuid, node, rack, cluster); used by cause
 ranking (the nodes of an entity and of its peers), grouping (is one scope inside another) and
@@ -11,7 +14,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-GRAIN_RANK = {"fleet": 0, "cluster": 1, "rack": 2, "node": 3, "gpu": 4}
+GRAIN_RANK = {"fleet": 0, "cluster": 1, "rack": 2, "cohort": 2, "node": 3, "gpu": 4}
+COHORT_SEPARATOR = "+"
+
+
+def cohort_nodes(entity: str) -> set[str]:
+    """The nodes a cohort's entity id names."""
+    return set(str(entity).split(COHORT_SEPARATOR)) if entity else set()
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Topology:
             return {node for node, cluster in self.node_cluster.items() if cluster == entity}
         if grain == "rack":
             return {node for node, rack in self.node_rack.items() if rack == entity}
+        if grain == "cohort":
+            return cohort_nodes(entity)
         if grain == "node":
             return {entity}
         if grain == "gpu":
@@ -72,7 +83,7 @@ class Topology:
             return True
         if GRAIN_RANK.get(bgrain, 9) >= GRAIN_RANK.get(ngrain, 9):
             return False  # same grain, other entity; or the broad one is finer
-        if bgrain == "cluster" and ngrain in ("rack", "node", "gpu"):
+        if bgrain == "cluster" and ngrain in ("rack", "cohort", "node", "gpu"):
             return self.cluster_of(ngrain, nentity) == bentity
         inner = self.nodes_of(ngrain, nentity)
         return bool(inner) and inner <= self.nodes_of(bgrain, bentity)

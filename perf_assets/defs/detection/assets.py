@@ -3,6 +3,7 @@
 from datetime import datetime, timezone
 
 import dagster as dg
+import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
@@ -15,9 +16,11 @@ from perf_assets.lib.detection import (
     regressions_ddl,
 )
 from perf_assets.lib.metadata_plots import markdown_image, regression_chart, regression_sparkline, regression_view
+from perf_assets.lib.rollout_canary import CANARY_COLUMNS, CANARY_SCHEMA, canary_markdown
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
 DETECTION_RUNS_TABLE = "detection_runs"  # one row: the last run's series tested and days (series-days)
+ROLLOUT_CANARIES_TABLE = "rollout_canaries"  # every rollout to part of a cluster against its untouched nodes
 
 
 class DetectionConfig(dg.Config):
@@ -84,7 +87,9 @@ class DetectionConfig(dg.Config):
         "the factor that moved (log contributions), coinciding rollouts, the same change on peers "
         "(difference in differences) and ranked cause candidates (node dimensions that changed on the entity's "
         "nodes only, each with a peer diff-in-diff and its 95% interval). Also writes `detection_runs` "
-        "(series tested x days: the series-days of the evaluation)."
+        "(series tested x days: the series-days of the evaluation) and `rollout_canaries` (every configuration "
+        "change that part of a cluster took, tested against the cluster's untouched nodes: difference in "
+        "differences, bootstrap interval, randomization p, verdict or the reason it could not be tested)."
     ),
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
@@ -131,6 +136,19 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
                     int(found.attrs.get("series_days", 0)),
                 ],
             )
+            canaries = found.attrs.get("canaries")
+            if canaries is None:
+                canaries = pd.DataFrame(columns=CANARY_COLUMNS)
+            columns = ", ".join(f"{name} {kind}" for name, kind in CANARY_SCHEMA.items())
+            connection.execute(f"create or replace table main.{ROLLOUT_CANARIES_TABLE} ({columns})")
+            if len(canaries):
+                connection.register("canaries", canaries)
+                connection.execute(
+                    f"insert into main.{ROLLOUT_CANARIES_TABLE} select "
+                    + ", ".join(f"{name}::{kind}" for name, kind in CANARY_SCHEMA.items())
+                    + " from canaries"
+                )
+                connection.unregister("canaries")
         finally:
             connection.close()
         publish_snapshot(home)
@@ -157,6 +175,7 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
             "headline": dg.MetadataValue.text(view["title"]),
             "regression_sparkline": dg.MetadataValue.md(regression_sparkline(view)),
             "regression_plot": dg.MetadataValue.md(markdown_image(regression_chart(view), view["title"])),
+            "rollout_canaries": dg.MetadataValue.md(canary_markdown(found.attrs.get("canaries"))),
             "summary": dg.MetadataValue.md(
                 "\n".join(f"- {describe_regression(row)}" for row in confirmed.to_dict("records")) or "none"
             ),
