@@ -108,7 +108,7 @@ def run(tree: pd.DataFrame, software: pd.DataFrame) -> list[dict]:
             for node in grid.index
         }
     dates = [START + timedelta(days=day) for day in range(DAYS)]
-    results = canary_tests(rollouts, dates, series, CLUSTER_NODES, changes, seed=0)
+    results = canary_tests(rollouts, dates, series, CLUSTER_NODES, changes, seed=0, node_software=software)
     return canary_calls(results, {}, 0.01, 0.05, lambda metric: 0.02)
 
 
@@ -167,6 +167,16 @@ def test_a_node_that_took_another_change_in_the_windows_is_no_peer():
     changes |= {node: [(CHANGE_DAY + 3, {"power_limit_w": 600.0})] for node in NODES[20:]}
     result = program(run(node_tree(-0.04), node_software(changes)))
     assert result["n_peers"] == 16
+
+
+def test_peers_ran_the_cohorts_configuration_before_the_change():
+    """Half the cluster took a driver on day 1; the image goes to four of those on day 12: the other driver nodes are
+    the peers, not the nodes still on the old driver (another trend)."""
+    driver = {"driver": "560.35.03", "cuda": "12.6"}
+    changes = {node: [(1, driver)] + ([(CHANGE_DAY, IMAGE)] if node in COHORT else []) for node in NODES[:12]}
+    result = program(run(node_tree(-0.04), node_software(changes)))
+    assert result["n_peers"] == 8  # NODES[4:12]
+    assert result["verdict"] == "regression"
 
 
 def test_the_windows_stop_at_the_cohorts_next_change():

@@ -382,6 +382,7 @@ def rollout_canaries(
         confidence=config.confidence,
         max_pvalue=config.max_pvalue,
         seed=config.seed,
+        node_software=node_software,
     )
     return canary_calls(
         results, directions, config.max_pvalue, config.max_qvalue, lambda metric: min_effect(COHORT_GRAIN, metric)

@@ -14,11 +14,15 @@ scheduler's):
 
 * Windows: up to ``WINDOW_DAYS`` days before the first node changed and from the first whole day after the last one
   changed (the days in between are part-way), each cut at the cohort's previous or next change of any dimension.
-* Peers: the cluster's nodes with no change of any dimension over both windows (a node that took something else in
-  those days is not a control). Job peers of the cohort stay peers: a synchronous job runs at its slowest node's pace,
-  so they slowed too and the estimate is diluted towards zero; dropping them leaves the few nodes that run other job
-  sizes, which differ on their own (seed 1: the null image decoy read -3.5 %, randomization p 0.002, on its 4 peers
-  outside the cohort's jobs, against -0.2 %, p 0.9, on all 24).
+* Peers: the cluster's nodes that ran the cohort's configuration before the change (every dimension: a node that
+  took an earlier rollout the cohort did not, or the cohort took and it did not, is on another trend) and changed
+  nothing over both windows. fleet-1k seed 107: the null image rollout to h200-east-n01-n08, ten days after their
+  driver rollout of n01-n16, read +3.5 % [+0.7 %, +6.6 %], p 0.007, against all 24 untouched nodes, 16 of them on the
+  old driver; against n09-n16, on the same driver, +2.7 % [+1.2 %, +4.3 %], p 0.035: no effect shown. Job peers of
+  the cohort stay peers: a synchronous job runs at its slowest node's pace, so they slowed too and the estimate is
+  diluted towards zero; dropping them leaves the few nodes that run other job sizes, which differ on their own (seed
+  1: the null image decoy read -3.5 %, randomization p 0.002, on its 4 untouched peers outside the cohort's jobs,
+  against -0.2 %, p 0.9, on all 24 untouched nodes).
 * Estimate: the difference in differences of the pooled ratios, ``(A1/A0) / (P1/P0) - 1`` (A: the cohort's
   Σnumerator/Σdenominator over a window, P: the peers'), as causes.py ranks cause candidates.
 * Test: randomization inference. If the change did nothing, which k of the k + m nodes took it does not matter, so
@@ -266,10 +270,13 @@ def canary_tests(
     confidence: float = 0.95,
     max_pvalue: float = 0.01,
     seed: int = 0,
+    node_software: pd.DataFrame | None = None,
 ) -> list[dict]:
     """One result per rollout and metric of ``node_series`` (metric -> node -> (numerators, denominators) on
     ``dates``), with the estimate, interval and randomization p (module docstring); the call is ``canary_calls``'s.
-    ``node_changes``: every dimension change (node, changed_at), for the windows and the peers."""
+    ``node_changes``: every dimension change (node, changed_at), for the windows and the peers; ``node_software``
+    (node, valid_from_at and the dimensions), when given, keeps as peers only the nodes that ran the cohort's stack
+    before the change (``stacks_before``)."""
     node_changes = node_changes.assign(changed_at=pd.to_datetime(node_changes["changed_at"], utc=True))
     results = []
     for rollout in rollouts:
@@ -280,6 +287,8 @@ def canary_tests(
         if span_from is not None and span_to is not None:
             inside = node_changes[(node_changes["changed_at"] >= span_from) & (node_changes["changed_at"] < span_to)]
             touched = set(inside["node"].astype(str))
+        stacks = stacks_before(node_software, rollout.first_at) if node_software is not None else {}
+        cohort_stack = _modal([stacks[node] for node in rollout.nodes if node in stacks])
         for metric, series in node_series.items():
             base = {
                 "cluster": rollout.cluster,
@@ -298,7 +307,10 @@ def canary_tests(
             peers = [
                 node
                 for node in cluster_nodes.get(rollout.cluster, [])
-                if node not in rollout.nodes and node not in touched and node in series
+                if node not in rollout.nodes
+                and node not in touched
+                and node in series
+                and (cohort_stack is None or stacks.get(node) == cohort_stack)
             ]
             base["n_peers"] = len(peers)
             reason = _untestable(rollout, cluster_nodes, cohort, peers, max_pvalue)
@@ -318,6 +330,30 @@ def canary_tests(
                 base |= {"verdict": "not testable", "reason": reason}
             results.append(base)
     return results
+
+
+def stacks_before(node_software: pd.DataFrame, when: pd.Timestamp) -> dict[str, tuple]:
+    """Each node's configuration (``SOFTWARE_DIMENSIONS`` values, as text) just before ``when``: its latest
+    node_software row from before that instant."""
+    if node_software is None or node_software.empty:
+        return {}
+    frame = node_software.assign(valid_from_at=pd.to_datetime(node_software["valid_from_at"], utc=True))
+    frame = frame[frame["valid_from_at"] < when].sort_values(["node", "valid_from_at"])
+    dimensions = [dimension for dimension in SOFTWARE_DIMENSIONS if dimension in frame.columns]
+    latest = frame.groupby("node").tail(1)
+    return {
+        str(row["node"]): tuple(_version_text(row[dimension]) for dimension in dimensions)
+        for row in latest.to_dict("records")
+    }
+
+
+def _modal(stacks: list[tuple]) -> tuple | None:
+    if not stacks:
+        return None
+    counts: dict[tuple, int] = {}
+    for stack in stacks:
+        counts[stack] = counts.get(stack, 0) + 1
+    return max(sorted(counts), key=lambda stack: counts[stack])
 
 
 def _untestable(
