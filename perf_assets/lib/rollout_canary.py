@@ -6,8 +6,8 @@ of one cluster took within a day of each other (``CAUSE_WINDOW``); dimensions th
 group, and the question an owner asks of every rollout -- did it cost anything? -- has a direct answer that the
 per-series scan cannot give: the small image stall of fleet-1k (4 of h200-east's 32 nodes, steps 4 % slower on one in
 ten) moves each node's program goodput by less than its day-to-day noise (scan p 0.035-0.12 per node) and the
-cluster's by 0.5 %, but the four nodes together against the 24 untouched ones move by -2.9 % (seed 1), 4.3 standard
-deviations of the same estimate on random sets of four of those nodes.
+cluster's by 0.5 %, but the four nodes together against the 24 untouched ones move by -3.0 % [-4.3 %, -1.3 %]
+(seed 1), about 4.4 standard deviations of the same estimate on random sets of four of those 28 nodes (0.68 %).
 
 Per rollout and metric (``CANARY_METRICS``: the spine factors a configuration change acts on; allocation is the
 scheduler's):
@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from perf_assets.lib.causes import CAUSE_WINDOW, SOFTWARE_DIMENSIONS, _version_text
+from perf_assets.lib.changepoint import benjamini_hochberg
 from perf_assets.lib.topology import COHORT_SEPARATOR
 
 CANARY_METRICS = ("availability", "runtime_goodput", "program_goodput")
@@ -129,7 +130,7 @@ def cohort_entity(nodes) -> str:
 def cluster_rollouts(changes: pd.DataFrame, node_cluster: dict[str, str]) -> list[Rollout]:
     """Rollouts of ``changes`` (causes.dimension_changes: node, changed_at, dimension, from_version, to_version; the
     node software dimensions only): per cluster, dimension and new value, the nodes that took it within
-    ``CAUSE_WINDOW`` of the first of them; waves of one value weeks apart are two rollouts. Dimensions that changed
+    ``CAUSE_WINDOW`` of the first of them; waves of one value days apart are two rollouts. Dimensions that changed
     on the same nodes within that window are one rollout."""
     if changes is None or changes.empty:
         return []
@@ -209,8 +210,9 @@ def _pooled_did(
 
 
 def _relabellings(n_pool: int, k: int, count: int, seed) -> tuple[np.ndarray, bool]:
-    """Cohort memberships (R, n_pool) of k nodes: every one when there are at most ``count`` (exact), else ``count``
-    at random; the observed assignment (the first k) is left out of the random ones' count by the caller."""
+    """Cohort memberships (R, n_pool) of k nodes and whether they are all of them: every one when there are at most
+    ``count`` (the observed one among them: an exact p), else ``count`` at random (the caller counts the observed one
+    on top, ``(1 + extreme) / (1 + count)``)."""
     total = math.comb(n_pool, k)
     if total <= count:
         member = np.zeros((total, n_pool))
@@ -457,8 +459,6 @@ def canary_calls(
 ) -> list[dict]:
     """``results`` with ``q_value`` (Benjamini-Hochberg across the tested ones) and ``verdict``/``reason`` set;
     ``min_effect(metric)`` is the cohort's minimum |DiD|, ``directions`` the metrics' (+1: higher is better)."""
-    from perf_assets.lib.changepoint import benjamini_hochberg
-
     tested = [result for result in results if result.get("verdict") != "not testable"]
     q_values = benjamini_hochberg([result["p_value"] for result in tested]) if tested else []
     for result, q in zip(tested, q_values):

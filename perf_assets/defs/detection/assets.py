@@ -88,8 +88,9 @@ class DetectionConfig(dg.Config):
         "(difference in differences) and ranked cause candidates (node dimensions that changed on the entity's "
         "nodes only, each with a peer diff-in-diff and its 95% interval). Also writes `detection_runs` "
         "(series tested x days: the series-days of the evaluation) and `rollout_canaries` (every configuration "
-        "change that part of a cluster took, tested against the cluster's untouched nodes: difference in "
-        "differences, bootstrap interval, randomization p, verdict or the reason it could not be tested)."
+        "change that part of a cluster took, tested against the cluster's untouched nodes on the same stack: "
+        "difference in differences, bootstrap interval, randomization p, verdict or the reason it could not be "
+        "tested)."
     ),
 )
 def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perfwh: PerfwhHome) -> dg.MaterializeResult:
