@@ -178,9 +178,11 @@ def did_estimate(
     peers: tuple[np.ndarray, np.ndarray],
     split: int,
     n_bootstrap: int = N_BOOTSTRAP,
-    seed: int = 0,
+    seed=0,
+    confidence: float = 0.95,
 ) -> tuple[float | None, list[float] | None]:
-    """(A1/A0)/(P1/P0) - 1 over days [0, split) vs [split, n), with a bootstrap-over-days 95 % interval."""
+    """(A1/A0)/(P1/P0) - 1 over days [0, split) vs [split, n), with a bootstrap-over-days percentile interval at
+    ``confidence`` (days resampled within each side, the same days for both arms); ``seed``: numpy's seed."""
     an, ad = affected
     pn, pd_ = peers
     valid = np.isfinite(an) & np.isfinite(ad) & np.isfinite(pn) & np.isfinite(pd_) & (ad > 0) & (pd_ > 0)
@@ -208,7 +210,8 @@ def did_estimate(
     draws = draws[np.isfinite(draws)]
     if len(draws) < n_bootstrap // 2:
         return point, None
-    return point, [float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))]
+    tail = round((1.0 - confidence) / 2.0, 12)  # 0.025 exactly for 95 %, not 0.025000000000000022
+    return point, [float(np.quantile(draws, tail)), float(np.quantile(draws, 1.0 - tail))]
 
 
 def cause_candidates(

@@ -352,26 +352,26 @@ def fault_rate_rows(
 
 
 def rollout_canaries(
-    metric_tree: pd.DataFrame,
+    batch: SeriesBatch,
+    changes: pd.DataFrame,
     node_software: pd.DataFrame,
-    inventory: pd.DataFrame | None,
     cluster_nodes: dict[str, list[str]],
     config: DetectorConfig,
     min_effect,
 ) -> list[dict]:
     """Every rollout to part of a cluster tested against the cluster's untouched nodes (rollout_canary.py): one
-    result per rollout and ``CANARY_METRICS`` metric, the call made with BH across them."""
+    result per rollout and ``CANARY_METRICS`` metric, the call made with BH across them. ``batch``: the scan's series
+    (its node rows of those metrics); ``changes``: causes.dimension_changes of the node software and inventory."""
     node_cluster = {node: cluster for cluster, nodes in cluster_nodes.items() for node in nodes}
-    changes = dimension_changes(node_software, inventory)
     rollouts = cluster_rollouts(changes, node_cluster)
     if not rollouts:
         return []
-    batch = build_series(metric_tree, {"node": CANARY_METRICS})
     series: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     directions = {}
-    for row, (_, node, metric) in enumerate(batch.keys):
-        series.setdefault(metric, {})[node] = (batch.numerators[row], batch.denominators[row])
-        directions[metric] = batch.directions[row]
+    for row, (grain, node, metric) in enumerate(batch.keys):
+        if grain == "node" and metric in CANARY_METRICS:
+            series.setdefault(metric, {})[node] = (batch.numerators[row], batch.denominators[row])
+            directions[metric] = batch.directions[row]
     results = canary_tests(
         rollouts,
         batch.dates,
@@ -960,7 +960,8 @@ def detect_regressions(
     faults, fault_series = fault_rate_rows(metric_tree, node_rack, config, min_effect)
     bursts += faults
     burst_series += fault_series
-    canaries = rollout_canaries(metric_tree, node_software, inventory, cluster_nodes, config, min_effect)
+    changes = dimension_changes(node_software, inventory)  # once: the canaries' rollouts and the cause candidates
+    canaries = rollout_canaries(batch, changes, node_software, cluster_nodes, config, min_effect)
     bursts += canary_rows(canaries, batch.dates[0], config.confirm_points)
     burst_series += sum(result["verdict"] != "not testable" for result in canaries)
     for burst in bursts:
@@ -984,7 +985,7 @@ def detect_regressions(
     )
     # cause candidates, ranked by difference in differences (perf_assets/lib/causes.py)
     topology = Topology.from_frame(inventory) if inventory is not None else Topology.from_cluster_nodes(cluster_nodes)
-    ranked = rank_causes(found, dimension_changes(node_software, inventory), topology, metric_tree)
+    ranked = rank_causes(found, changes, topology, metric_tree)
     for column in ranked.columns:
         found[column] = ranked[column]
     expected = job_peer_knock_ons(found, allocations, min_effect("node", "program_goodput"), rollouts)

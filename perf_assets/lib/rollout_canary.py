@@ -30,7 +30,8 @@ scheduler's):
   (all of them when there are at most ``n_permutations``, else that many at random): two-sided
   ``p = (1 + #{|null| >= |observed|}) / (1 + n)``. Days need not be independent, since every relabelling reads the
   same days; the nodes are taken as exchangeable, which a rollout to a rack or to the nodes of one job would strain.
-* Interval: a percentile bootstrap over days (resampled within each window, the same days for both arms).
+* Interval: causes.did_estimate's percentile bootstrap over days (resampled within each window, the same days for
+  both arms), as cause candidates get theirs.
 * Call: a regression or an improvement (by the metric's direction) when p <= ``max_pvalue``, the Benjamini-Hochberg q
   across the run's canary tests <= ``max_qvalue`` and the estimate is at least the cohort's minimum effect; else "no
   effect shown" (with its interval: how large an effect the data can still hide). Not testable, with the reason: the
@@ -44,13 +45,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
 
-from perf_assets.lib.causes import CAUSE_WINDOW, SOFTWARE_DIMENSIONS, _version_text
+from perf_assets.lib.causes import CAUSE_WINDOW, SOFTWARE_DIMENSIONS, _version_text, did_estimate
 from perf_assets.lib.changepoint import benjamini_hochberg
 from perf_assets.lib.topology import COHORT_SEPARATOR
 
@@ -226,41 +228,6 @@ def _relabellings(n_pool: int, k: int, count: int, seed) -> tuple[np.ndarray, bo
     return member, False
 
 
-def _bootstrap(
-    daily: tuple[np.ndarray, ...], before: slice, after: slice, confidence: float, seed
-) -> tuple[float, float]:
-    """Percentile interval of the DiD over days resampled within each window (the same days for both arms);
-    ``daily``: the cohort's and the peers' numerator and denominator sums per day."""
-    cohort_num, cohort_den, peer_num, peer_den = daily
-    rng = np.random.default_rng(seed)
-    parts = []
-    for window in (before, after):
-        days = (
-            np.flatnonzero(
-                np.isfinite(cohort_num[window])
-                & (cohort_den[window] > 0)
-                & np.isfinite(peer_num[window])
-                & (peer_den[window] > 0)
-            )
-            + window.start
-        )
-        picks = rng.integers(0, days.size, (N_BOOTSTRAP, days.size))
-        weights = np.zeros((N_BOOTSTRAP, len(cohort_num)))
-        np.add.at(weights, (np.arange(N_BOOTSTRAP)[:, None], days[picks]), 1.0)
-        parts.append(weights)
-    (wb, wa), zero = parts, np.nan_to_num
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cohort = (wa @ zero(cohort_num) / (wa @ zero(cohort_den))) / (wb @ zero(cohort_num) / (wb @ zero(cohort_den)))
-        peers = (wa @ zero(peer_num) / (wa @ zero(peer_den))) / (wb @ zero(peer_num) / (wb @ zero(peer_den)))
-    effect = cohort / peers - 1.0
-    effect = effect[np.isfinite(effect)]
-    if not effect.size:
-        return math.nan, math.nan
-    alpha = 1.0 - confidence
-    low, high = np.quantile(effect, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return float(low), float(high)
-
-
 def canary_tests(
     rollouts: list[Rollout],
     dates: list[date],
@@ -280,6 +247,8 @@ def canary_tests(
     (node, valid_from_at and the dimensions), when given, keeps as peers only the nodes that ran the cohort's stack
     before the change (``stacks_before``)."""
     node_changes = node_changes.assign(changed_at=pd.to_datetime(node_changes["changed_at"], utc=True))
+    if node_software is not None:
+        node_software = node_software.assign(valid_from_at=pd.to_datetime(node_software["valid_from_at"], utc=True))
     results = []
     for rollout in rollouts:
         before_start, before_stop, after_start, after_stop = _windows(rollout, dates, node_changes)
@@ -336,11 +305,10 @@ def canary_tests(
 
 def stacks_before(node_software: pd.DataFrame, when: pd.Timestamp) -> dict[str, tuple]:
     """Each node's configuration (``SOFTWARE_DIMENSIONS`` values, as text) just before ``when``: its latest
-    node_software row from before that instant."""
+    node_software row from before that instant (``valid_from_at`` as UTC timestamps)."""
     if node_software is None or node_software.empty:
         return {}
-    frame = node_software.assign(valid_from_at=pd.to_datetime(node_software["valid_from_at"], utc=True))
-    frame = frame[frame["valid_from_at"] < when].sort_values(["node", "valid_from_at"])
+    frame = node_software[node_software["valid_from_at"] < when].sort_values(["node", "valid_from_at"])
     dimensions = [dimension for dimension in SOFTWARE_DIMENSIONS if dimension in frame.columns]
     latest = frame.groupby("node").tail(1)
     return {
@@ -350,12 +318,9 @@ def stacks_before(node_software: pd.DataFrame, when: pd.Timestamp) -> dict[str, 
 
 
 def _modal(stacks: list[tuple]) -> tuple | None:
-    if not stacks:
-        return None
-    counts: dict[tuple, int] = {}
-    for stack in stacks:
-        counts[stack] = counts.get(stack, 0) + 1
-    return max(sorted(counts), key=lambda stack: counts[stack])
+    """The most common stack (ties: the first in sorted order); None for none."""
+    counts = Counter(stacks)
+    return min(counts, key=lambda stack: (-counts[stack], stack)) if counts else None
 
 
 def _untestable(
@@ -420,26 +385,33 @@ def _test(
     extreme = int(np.sum(np.abs(null) >= abs(did) * (1 - 1e-12)))
     # exact: the observed labelling is among the enumerated ones; random: it is added to the draws
     p_value = extreme / null.size if exact else (1 + extreme) / (1 + null.size)
-    low, high = _bootstrap(
-        daily, slice(before_start, before_stop), slice(after_start, after_stop), confidence, [*seed, 1]
+    days = np.r_[before_start:before_stop, after_start:after_stop]  # the part-way days between them left out
+    _, interval = did_estimate(
+        (daily[0][days], daily[1][days]),
+        (daily[2][days], daily[3][days]),
+        before_stop - before_start,
+        N_BOOTSTRAP,
+        [*seed, 1],
+        confidence,
     )
-    before_level = sums[0][:k].sum() / sums[1][:k].sum()
-    after_level = sums[2][:k].sum() / sums[3][:k].sum()
+    low, high = interval or (math.nan, math.nan)
+    cohort_num0, cohort_den0, cohort_num1, cohort_den1 = (float(part[:k].sum()) for part in sums)
+    peer_num0, peer_den0, peer_num1, peer_den1 = (float(part[k:].sum()) for part in sums)
     return {
         "n_before": n_before,
         "n_after": n_after,
-        "cohort_before_level": float(before_level),
-        "cohort_after_level": float(after_level),
-        "cohort_before_numerator": float(sums[0][:k].sum()),
-        "cohort_before_denominator": float(sums[1][:k].sum()),
-        "cohort_after_numerator": float(sums[2][:k].sum()),
-        "cohort_after_denominator": float(sums[3][:k].sum()),
-        "peer_before_level": float(sums[0][k:].sum() / sums[1][k:].sum()),
-        "peer_after_level": float(sums[2][k:].sum() / sums[3][k:].sum()),
-        "peer_before_numerator": float(sums[0][k:].sum()),
-        "peer_before_denominator": float(sums[1][k:].sum()),
-        "peer_after_numerator": float(sums[2][k:].sum()),
-        "peer_after_denominator": float(sums[3][k:].sum()),
+        "cohort_before_level": cohort_num0 / cohort_den0,
+        "cohort_after_level": cohort_num1 / cohort_den1,
+        "cohort_before_numerator": cohort_num0,
+        "cohort_before_denominator": cohort_den0,
+        "cohort_after_numerator": cohort_num1,
+        "cohort_after_denominator": cohort_den1,
+        "peer_before_level": peer_num0 / peer_den0,
+        "peer_after_level": peer_num1 / peer_den1,
+        "peer_before_numerator": peer_num0,
+        "peer_before_denominator": peer_den0,
+        "peer_after_numerator": peer_num1,
+        "peer_after_denominator": peer_den1,
         "cohort_change": cohort_change,
         "peer_change": peer_change,
         "did_effect": did,

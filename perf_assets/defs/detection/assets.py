@@ -3,7 +3,6 @@
 from datetime import datetime, timezone
 
 import dagster as dg
-import pandas as pd
 
 from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
@@ -16,7 +15,7 @@ from perf_assets.lib.detection import (
     regressions_ddl,
 )
 from perf_assets.lib.metadata_plots import markdown_image, regression_chart, regression_sparkline, regression_view
-from perf_assets.lib.rollout_canary import CANARY_COLUMNS, CANARY_SCHEMA, canary_markdown
+from perf_assets.lib.rollout_canary import CANARY_SCHEMA, canary_markdown
 from perf_assets.lib.warehouse import connect, publish_snapshot, warehouse_write_lock
 
 DETECTION_RUNS_TABLE = "detection_runs"  # one row: the last run's series tested and days (series-days)
@@ -137,12 +136,10 @@ def regressions(context: dg.AssetExecutionContext, config: DetectionConfig, perf
                     int(found.attrs.get("series_days", 0)),
                 ],
             )
-            canaries = found.attrs.get("canaries")
-            if canaries is None:
-                canaries = pd.DataFrame(columns=CANARY_COLUMNS)
+            canaries = found.attrs.get("canaries")  # absent when the tree had no series at all
             columns = ", ".join(f"{name} {kind}" for name, kind in CANARY_SCHEMA.items())
             connection.execute(f"create or replace table main.{ROLLOUT_CANARIES_TABLE} ({columns})")
-            if len(canaries):
+            if canaries is not None and len(canaries):
                 connection.register("canaries", canaries)
                 connection.execute(
                     f"insert into main.{ROLLOUT_CANARIES_TABLE} select "
