@@ -230,10 +230,14 @@ def test_the_receiving_side_of_a_mix_shift_is_neither_a_match_nor_a_false_alarm(
     )
     assert balanced["groups"] == 1 and balanced["receiving_groups"] == [] and balanced["false_alarms"]["count"] == 0
     assert balanced["matches"][0]["incident_id"] == "inc" and balanced["matches"][0]["rows"] == 2
-    # a fleet row that joined the arriving group (the largest effect in its direction) does not change that
-    fleet = row("fleet", grain="fleet", metric="program_goodput", day=12, kind="improvement", effect=0.05)
-    report = evaluate(frame(sending, arriving, fleet), [mix], TOPOLOGY)
+    # a fleet row that joined the arriving group (the largest effect in its direction and factor) does not change that
+    fleet = row("fleet", grain="fleet", metric="allocation", day=12, kind="improvement", effect=0.05)
+    report = evaluate(frame(sending, arriving, fleet | {"top_factor": "allocation"}), [mix], TOPOLOGY)
     assert report["false_alarms"]["count"] == 0 and len(report["receiving_groups"]) == 1
+    # a fleet row of another factor is not the work arriving: a group of its own, here a false alarm
+    other_factor = fleet | {"metric": "program_goodput", "regression_id": "fleet program goodput"}
+    report = evaluate(frame(sending, arriving, other_factor), [mix], TOPOLOGY)
+    assert report["false_alarms"]["count"] == 1 and len(report["receiving_groups"]) == 1
     # the same direction as the label, another cluster than the receiving one, or days later: a false alarm
     for other in (
         row("a100", metric="allocation", day=17, kind="improvement", effect=0.4),

@@ -526,3 +526,55 @@ def test_a_mix_shifts_pair_is_judged_on_its_own_clusters_not_on_other_incidents_
     # a side whose cluster the split does not list (only the largest contributors are): the fleet's verdict
     _, unlisted = mix_shift_fleet_split([allocation("a100", 19, 0.894, 0.609), receiving])
     assert unlisted["attribution"] == "rate" and "pair" not in unlisted
+
+
+def test_a_goodput_change_behind_its_largest_factor_joins_that_factors_incident():
+    """fleet-1k seed 107: h100-east's NCCL rollout moved program goodput on 10-13 while the cluster ran more allocated
+    than usual for three days; its goodput split on 10-16 (-9.4 %, program goodput the largest factor), alone, and
+    was counted as an alert inside a noise-burst decoy's scope."""
+    nccl = json.dumps(
+        [{"component": "nccl", "from": "2.21", "to": "2.22", "nodes": 4, "of_nodes": 4, "first_at": "2026-10-13"}]
+    )
+    rollout = [
+        row("h100", metric="program_goodput", day=12, effect=-0.105, coinciding_changes=nccl),
+        row("h100-n1", grain="node", metric="program_goodput", day=12, effect=-0.1, coinciding_changes=nccl),
+    ]
+    goodput = row("h100", day=15, effect=-0.094, top_factor="program_goodput")
+    goodput["before_start_date"] = START
+    grouped = group_regressions(frame(goodput, *rollout), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1
+    reason = grouped["joined_because"].iloc[0]
+    assert reason.startswith("its largest factor, program_goodput, split on 2026-10-13, 3 days before this change's")
+
+    def apart(late: dict, *extra: dict) -> bool:
+        grouped = group_regressions(frame(late, *rollout, *extra), TOPOLOGY)
+        return grouped["group_id"].iloc[0] != grouped["group_id"].iloc[1]
+
+    assert apart(goodput | {"top_factor": "allocation"})  # its largest factor is not the one that moved earlier
+    assert apart(goodput | {"before_start_date": START + timedelta(days=13)})  # the factor's split is not in its window
+    assert apart(goodput | {"change_kind": "improvement", "relative_effect": 0.094})  # the other direction
+    assert apart(goodput, row("h100", day=12, effect=-0.03, regression_id="earlier goodput"))  # goodput moved then too
+    assert apart(goodput | {"change_date": START + timedelta(days=12 + LATE_DAYS + 1)})  # more than LATE_DAYS later
+    assert apart(goodput | {"change_date": START + timedelta(days=12 + JOIN_WINDOW_DAYS)}) is False  # near: linked
+    assert apart(goodput | {"coinciding_changes": nccl, "cause_candidates": candidates("h100-n1")})  # a cause of its own
+
+
+def test_fleet_rows_join_only_an_incident_of_their_own_factor():
+    """fleet-1k seed 107: the fleet's allocation (-10.6 %) and goodput (-16.2 %, allocation the largest factor) of
+    10-21, h100-west drained by the mix shift, chained to the fleet's power draw of 10-23 and with it to h100-west's
+    power cap of 10-22: the shift was scored as not detected."""
+    cap = row("h100", metric="power_ratio", day=21, effect=-0.062, top_factor="program_goodput")
+    fleet_rows = [
+        row("fleet", grain="fleet", metric="allocation", day=20, effect=-0.106, top_factor="allocation"),
+        row("fleet", grain="fleet", metric="goodput", day=20, effect=-0.162, top_factor="allocation"),
+        row("fleet", grain="fleet", metric="power_ratio", day=22, effect=-0.015, top_factor="program_goodput"),
+    ]
+    grouped = group_regressions(frame(cap, *fleet_rows), TOPOLOGY)
+    ids = list(grouped["group_id"])
+    assert ids[0] == ids[3] != ids[1] == ids[2]  # the power draw with the cap; allocation and goodput apart
+    assert grouped["is_root"].iloc[2]  # a fleet group's root is its goodput
+    # a drained node of the same factor is where the fleet's allocation change goes
+    drained = row("h100-n2", grain="node", metric="allocation", day=20, effect=-0.5, top_factor="allocation")
+    grouped = group_regressions(frame(cap, *fleet_rows, drained), TOPOLOGY)
+    assert grouped["group_id"].iloc[1] == grouped["group_id"].iloc[2] == grouped["group_id"].iloc[4]
+    assert grouped["group_id"].iloc[3] == grouped["group_id"].iloc[0]

@@ -44,15 +44,18 @@ it links to, so it no longer bridges a rollout and a throttle on the next day. A
 hardware is headed by that node (``_hardware_origin``): the cluster's and the peers' rows are its knock-ons.
 
 The fleet contains everything, so a fleet row would chain independent incidents of several clusters into
-one. It therefore never links groups: the groups are formed without fleet rows, then each fleet row joins
-the one group (among those with a row within ± 2 days, same direction) whose rows carry the largest
-absolute relative effect, or stays a group of its own when there is none.
+one. It therefore never links groups: the groups are formed without fleet rows, then the fleet rows chain to each
+other (near in time, same factor), and each fleet group joins the one group (among those with a row within ± 2 days,
+same direction, same factor) whose rows carry the largest absolute relative effect, or stays a group of its own when
+there is none. The factor matters here as it does below the fleet: fleet-1k seed 107's fleet allocation and goodput
+of 10-21 (-10.6 %, -16.2 %, allocation the largest factor: h100-west drained by the mix shift) chained to the fleet's
+power draw of 10-23 and with it joined h100-west's power cap of 10-22; the shift was scored as not detected.
 
-Beyond nested scopes, four join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
+Beyond nested scopes, five join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
 the alert shows, column `joined_because`): a rollout's step seen late (a node's change days after a rollout on it,
 the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a goodput
 change whose largest factor moved on the same entity days later, inside its after window, joins that factor's
-group; a mix
+group, and so does one whose largest factor moved days earlier, inside its before window, while goodput did not; a mix
 shift's two sides (two clusters' allocation moving opposite ways by about as many GPUs) are one group; and a fleet
 row prefers the group that came with its rollout (then one that is not all knock-ons) over the largest effect.
 
@@ -78,9 +81,11 @@ from perf_assets.lib.incident_joins import (
     HARDWARE_METRICS,
     all_expected,
     explained_apart,
+    factor_moved_earlier,
     factor_moved_later,
     factor_still_before,
     first_change_since,
+    goodput_still_until,
     job_peer_link,
     late_rollout_step,
     mix_shift_sides,
@@ -362,6 +367,20 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             _, reason, row = min(found, key=lambda item: (item[0], item[2]["_pos"]))
             parent[find(early["_pos"])] = find(row["_pos"])
             joined[early["_pos"]] = reason
+    for late in local:  # a goodput change behind its largest factor's joins that factor's incident
+        if str(late["metric"]) != "goodput" or late["_own_cause"] is not None or late["_pos"] in joined:
+            continue
+        if explained_apart(nested_groups[nested_of[late["_pos"]]]):
+            continue
+        found = [
+            (row["_link_day"], reason, row)
+            for row in local
+            if (reason := factor_moved_earlier(late, row)) and goodput_still_until(late, row, local)
+        ]
+        if found:
+            _, reason, row = max(found, key=lambda item: (item[0], item[2]["_pos"]))
+            parent[find(late["_pos"])] = find(row["_pos"])
+            joined[late["_pos"]] = reason
     gpus: dict[str, int] = {}  # installed GPUs per cluster (the inventory's), for the mix shift's balance
     for node in topology.gpu_node.values():
         cluster = topology.node_cluster.get(node)
@@ -381,9 +400,9 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             parent[find(b["_pos"])] = find(a["_pos"])
             joined[b["_pos"]] = reason
     fleet = [row for row in rows if row["grain"] == "fleet"]
-    for i, a in enumerate(fleet):  # fleet rows of one metric chain to each other first
+    for i, a in enumerate(fleet):  # fleet rows of one factor chain to each other first
         for b in fleet[i + 1 :]:
-            if near(a, b):
+            if near(a, b) and same_factor(a, b):
                 parent[find(a["_pos"])] = find(b["_pos"])
     fleet_roots = {find(row["_pos"]) for row in fleet}
     local_groups: dict[int, list[dict]] = {}
@@ -393,7 +412,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         members = [row for row in fleet if find(row["_pos"]) == root]
         scores: dict[int, float] = {}
         for row in local:
-            if any(near(row, member) for member in members):
+            if any(near(row, member) and same_factor(row, member) for member in members):
                 effect = abs(float(row.get("relative_effect") or 0.0))
                 effect = effect if effect == effect else 0.0  # unknown (NaN) effect: no claim on the fleet row
                 key = find(row["_pos"])

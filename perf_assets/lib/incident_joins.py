@@ -38,6 +38,19 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   ``LATE_DAYS`` after the goodput's, inside its after window; the caller adds that the factor has no row of its own
   from ``GROUP_WINDOW_DAYS`` before the goodput's split up to that one (``factor_still_before``: the factor did not
   move with its parent), and that the goodput row's group has no explanation of its own (``explained_apart``).
+* **A goodput change behind its largest factor** (``factor_moved_earlier``), the same seen from the other side. A
+  factor that steps while another factor of the same entity moves the other way for a few days (a cluster more
+  allocated than usual just then) leaves goodput level at first; goodput splits days later, when the other factor
+  comes back, and its comparison's before window holds the days before the factor's step: it measures mostly that
+  step. Then it is the factor's incident, seen late: fleet-1k seed 107, h100-east's NCCL rollout moved program
+  goodput on 10-13 (-10.5 %) while allocation ran at 0.87-0.90 on 10-13..10-15 (0.80-0.84 before), and the
+  cluster's goodput split on 10-16 at -9.4 % with program goodput its largest factor: a group of its own, counted
+  as an alert inside a noise-burst decoy's scope. Conditions, each needed: the same entity and direction; the
+  goodput row's top factor (LMDI) is the other row's metric; it has no configuration change of its own; the
+  factor's split lies more than ``GROUP_WINDOW_DAYS`` and at most ``LATE_DAYS`` before the goodput's, inside its
+  before window; the caller adds that goodput has no other row on that entity from ``GROUP_WINDOW_DAYS`` before the
+  factor's split up to this one (``goodput_still_until``: goodput did not move with its factor, so this is not a
+  second change), and that the goodput row's group has no explanation of its own (``explained_apart``).
 * **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
@@ -155,6 +168,39 @@ def factor_still_before(early: dict, factor_row: dict, rows: list[dict]) -> bool
     """No row of the factor on the early row's grain and entity split from ``GROUP_WINDOW_DAYS`` before the early
     row's split up to the factor row's: the factor did not move when its parent did."""
     return no_change_since(factor_row, early["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS), rows)
+
+
+def factor_moved_earlier(late: dict, factor_row: dict) -> str | None:
+    """The reason ``late``, a goodput change, is the change of its largest factor that ``factor_row`` (the same
+    entity's row of that factor) showed days before, or None (module docstring: a goodput change behind its largest
+    factor). Both rows prepared by grouping.py; the caller checks ``goodput_still_until`` and the late row's group."""
+    if str(late.get("metric")) != "goodput" or late["_own_cause"] is not None:
+        return None
+    if (late["grain"], late["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
+        return None
+    factor = late["_factor"]
+    if (
+        factor is None
+        or factor == "goodput"
+        or factor_row["metric"] != factor
+        or late["change_kind"] != factor_row["change_kind"]
+    ):
+        return None
+    gap = (late["_link_day"] - factor_row["_link_day"]).days
+    inside = late["_before_start"] is None or factor_row["_link_day"] >= late["_before_start"]
+    if not (GROUP_WINDOW_DAYS < gap <= LATE_DAYS and inside):
+        return None
+    return (
+        f"its largest factor, {factor}, split on {factor_row['_link_day']}, {gap} days before this change's split and "
+        f"inside its before window, with no change of goodput on {late['entity_id']} since: the factor's step, seen "
+        f"late in its parent"
+    )
+
+
+def goodput_still_until(late: dict, factor_row: dict, rows: list[dict]) -> bool:
+    """No other goodput row of the late row's grain and entity split from ``GROUP_WINDOW_DAYS`` before the factor
+    row's split up to the late row's: the goodput did not move when its factor did."""
+    return no_change_since(late, factor_row["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS), rows)
 
 
 def first_change_since(late: dict, rollout: dict, rows: list[dict]) -> bool:
