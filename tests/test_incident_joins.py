@@ -556,7 +556,9 @@ def test_a_goodput_change_behind_its_largest_factor_joins_that_factors_incident(
     assert apart(goodput, row("h100", day=12, effect=-0.03, regression_id="earlier goodput"))  # goodput moved then too
     assert apart(goodput | {"change_date": START + timedelta(days=12 + LATE_DAYS + 1)})  # more than LATE_DAYS later
     assert apart(goodput | {"change_date": START + timedelta(days=12 + JOIN_WINDOW_DAYS)}) is False  # near: linked
-    assert apart(goodput | {"coinciding_changes": nccl, "cause_candidates": candidates("h100-n1")})  # a cause of its own
+    assert apart(
+        goodput | {"coinciding_changes": nccl, "cause_candidates": candidates("h100-n1")}
+    )  # a cause of its own
 
 
 def test_fleet_rows_join_only_an_incident_of_their_own_factor():
