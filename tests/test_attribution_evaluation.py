@@ -580,3 +580,20 @@ def test_at_the_same_distance_the_best_fitting_scope_wins_not_the_group_id():
     for order in ((cluster, node), (node, cluster)):
         (match,) = evaluate(frame(*order), [upgrade], TOPOLOGY)["matches"]
         assert match["root"] == "cluster/h100/program_goodput"
+
+
+def test_at_the_same_delay_and_fit_the_group_whose_root_fits_the_label_matches():
+    """fleet-1k seed 110: a100-west-n05's thermal throttle of 10-26 headed a group with the cluster's power draw in it,
+    and the cluster's allocation fell that day as the mix shift ended, a group of one row. Both groups touch every
+    node of the cluster, so their fit tied and the group ids decided: the allocation group took the throttle's label
+    (factor and cause wrong) and the throttle's own group was left over."""
+    throttle = label("thermal", kind="thermal_throttle", nodes=("h100-n1",), grain="gpu")
+    throttle |= {"cause": {"dimension": "node", "value": "h100-n1"}}
+    for suffix in ("a", "b", "c", "d"):  # whatever the ids, and so the group ids, are
+        node = row("h100-n1", grain="node", metric="program_goodput", regression_id=f"node {suffix}")
+        thermal = row("h100-n1", grain="node", metric="thermal_ok", effect=-0.11, regression_id=f"thermal {suffix}")
+        power = row("h100", metric="power_ratio", effect=-0.03, regression_id=f"power {suffix}")
+        allocation = row("h100", metric="allocation", top_factor="allocation", regression_id=f"allocation {suffix}")
+        report = evaluate(frame(allocation, node, thermal, power), [throttle], TOPOLOGY)
+        assert [m["root"] for m in report["matches"]] == ["node/h100-n1/program_goodput"]
+        assert report["factor_accuracy"]["value"] == 1.0

@@ -340,6 +340,10 @@ def evaluate(
                 if row["grain"] != "fleet"
             )
         )
+        root = group.root
+        root_nodes = (
+            set(topology.nodes_of(str(root["grain"]), str(root["entity_id"]))) if root["grain"] != "fleet" else set()
+        )
         for l_index, label in enumerate(real):
             start = _label_day(label["start"])
             # the matching row moves the label's way: an improvement does not detect a regression (a throttle's
@@ -357,6 +361,7 @@ def evaluate(
                     (
                         distance,
                         -scope_fit(group_nodes, label),  # a tie: the label whose scope the group fits best
+                        -scope_fit(root_nodes, label),  # then the group whose root (what its alert names) fits best
                         start,
                         group.change_date,
                         group.group_id,
@@ -367,7 +372,7 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:6])
+    pairs.sort(key=lambda item: item[:7])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
     for *_, g_index, l_index, delay, row in pairs:
