@@ -580,3 +580,38 @@ def test_fleet_rows_join_only_an_incident_of_their_own_factor():
     grouped = group_regressions(frame(cap, *fleet_rows, drained), TOPOLOGY)
     assert grouped["group_id"].iloc[1] == grouped["group_id"].iloc[2] == grouped["group_id"].iloc[4]
     assert grouped["group_id"].iloc[3] == grouped["group_id"].iloc[0]
+
+
+def test_a_mix_shifts_pair_is_judged_on_its_own_clusters_also_when_a_fleet_row_joined_it():
+    """fleet-1k seed 107: the fleet's goodput of 10-21 (-16.2 %) joined the pair; over all clusters and its 20-day
+    before window, with three rollouts in it, rate -8.0 % led mix -3.2 %. The pair's own split says mix."""
+    shift = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), day=20, attribution="mix")
+    shift |= {"factor": "allocation", "mix_basis": "allocated_gs", "cause": {"dimension": "sku", "value": "A100"}}
+    sending = allocation("h100", 21, 0.894, 0.609)
+    receiving = allocation("a100", 20, 0.485, 0.992) | {"fleet_split": fleet_split(20, -0.039, -0.033, -0.031)}
+    fleet_row = row(
+        "fleet", grain="fleet", metric="goodput", day=21, effect=-0.162, top_factor="allocation", attribution="rate"
+    )
+    fleet_row |= {"mix_effect": -0.032, "rate_effect": -0.080, "occupancy_effect": -0.051, "mix_basis": "allocated_gs"}
+    report = evaluate(frame(sending, receiving, fleet_row), [shift], TOPOLOGY)
+    assert report["groups"] == 1
+    (item,) = report["mix_attribution"]["items"]
+    assert item["assessed"] and item["correct"] and "the pair of clusters' group" in item["reason"]
+    # without the pair, the fleet row's own split answers, as before
+    (item,) = evaluate(frame(sending, fleet_row), [shift], TOPOLOGY)["mix_attribution"]["items"]
+    assert item["assessed"] and item["correct"] is False and "mix -3.2% vs rate -8.0%" in item["reason"]
+
+
+def test_the_work_moving_back_when_a_mix_shift_ends_is_neither_a_detection_nor_a_false_alarm():
+    """fleet-1k seed 107: when the shift ended on 10-26, a100-west's allocation fell and h100-west's came back, one
+    group of both sides (the partner test found h100-west's); it was counted as a false alarm."""
+    shift = label(kind="workload_mix_shift", grain="fleet", clusters=("a100", "h100"), day=20, attribution="mix")
+    shift |= {"cluster": "a100", "end": f"{START + timedelta(days=26)}T00:00:00Z", "factor": "allocation"}
+    start_sides = [allocation("h100", 20, 0.894, 0.609), allocation("a100", 20, 0.485, 0.992)]
+    back = [allocation("a100", 26, 0.992, 0.485), allocation("h100", 26, 0.609, 0.894)]
+    report = evaluate(frame(*start_sides, *back), [shift], TOPOLOGY)
+    assert report["groups"] == 2 and report["detected_labels"] == 1
+    assert report["false_alarms"]["count"] == 0 and len(report["receiving_groups"]) == 1
+    # the same pair moving a week later is not the shift's end
+    late = [allocation("a100", 33, 0.992, 0.485), allocation("h100", 33, 0.609, 0.894)]
+    assert evaluate(frame(*start_sides, *late), [shift], TOPOLOGY)["false_alarms"]["count"] == 1

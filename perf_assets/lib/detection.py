@@ -31,6 +31,7 @@ from perf_assets.lib.knock_on import (
     no_demand_knock_ons,
     pace_companions,
 )
+from perf_assets.lib.mix_partner import AllocationChange, describe_partner, partner_tests
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
 from perf_assets.lib.provisional import settled_verdicts
 from perf_assets.lib.ramp import fit_ramp
@@ -387,6 +388,81 @@ def rollout_canaries(
     return canary_calls(
         results, directions, config.max_pvalue, config.max_qvalue, lambda metric: min_effect(COHORT_GRAIN, metric)
     )
+
+
+def mix_partner_rows(
+    batch: SeriesBatch,
+    changes: list[ChangePoint],
+    gpus: dict[str, int],
+    config: DetectorConfig,
+    min_effect,
+) -> tuple[list[dict], int]:
+    """The other side of the scan's cluster allocation changes (mix_partner.py): a `regressions` row per call, split
+    on the first side's day, and the number of tests made. ``gpus``: installed GPUs per cluster."""
+    rows_of = {key[1]: row for row, key in enumerate(batch.keys) if key[0] == "cluster" and key[2] == "allocation"}
+    found = [
+        AllocationChange(batch.keys[c.series_index][1], c.index, c.before_level, c.after_level)
+        for c in changes
+        if batch.keys[c.series_index][0] == "cluster" and batch.keys[c.series_index][2] == "allocation"
+    ]
+    if not found:
+        return [], 0
+    results = partner_tests(
+        found,
+        {cluster: (batch.numerators[row], batch.denominators[row]) for cluster, row in rows_of.items()},
+        gpus,
+        max_pvalue=config.max_pvalue,
+        max_qvalue=config.max_qvalue,
+        min_effect=min_effect("cluster", "allocation"),
+        confidence=config.confidence,
+        n_bootstrap=config.n_bootstrap,
+        seed=config.seed,
+    )
+    out = []
+    for result in results:
+        if not result["called"]:
+            continue
+        day = batch.dates[result["split"]]
+        direction = batch.directions[rows_of[result["cluster"]]]
+        out.append(
+            sparse_test_row(
+                "cluster",
+                result["cluster"],
+                "allocation",
+                day,
+                batch.dates[result["start"]],
+                change_kind="regression" if result["relative_effect"] * direction < 0 else "improvement",
+                after_end_date=batch.dates[result["stop"] - 1],
+                **{
+                    field: result[field]
+                    for field in (
+                        "n_before",
+                        "n_after",
+                        "before_level",
+                        "after_level",
+                        "before_numerator",
+                        "before_denominator",
+                        "after_numerator",
+                        "after_denominator",
+                        "relative_effect",
+                        "ci_low",
+                        "ci_high",
+                        "p_value",
+                        "q_value",
+                    )
+                },
+                statistic=math.log1p(result["relative_effect"]),
+                test=describe_partner(result, day.isoformat()),
+                verdict="confirmed" if result["n_after"] >= config.confirm_points else "provisional",
+                shape="step",
+                welch_ci_low=math.nan,
+                welch_ci_high=math.nan,
+                top_factor="allocation",
+                split_date=day,
+                _window=(result["start"], result["split"], result["stop"]),
+            )
+        )
+    return out, len(results)
 
 
 def canary_rows(canaries: list[dict], first_day: date, confirm_points: int) -> list[dict]:
@@ -951,7 +1027,16 @@ def detect_regressions(
                 else None
             }
         )
+    gpus: dict[str, int] = {}  # installed GPUs per cluster, for the mix-shift partner's balance
+    for node in gpu_nodes.values():
+        if node in node_cluster:
+            gpus[node_cluster[node]] = gpus.get(node_cluster[node], 0) + 1
+    partners, partner_series = mix_partner_rows(batch, changes, gpus, config, min_effect)
+    for partner in partners:  # the fleet's split over the partner's windows, as a scanned allocation change has
+        partner |= fleet_split("cluster", "allocation", *partner.pop("_window"))
     bursts, burst_series = burst_rows(metric_tree, config, min_effect)
+    bursts += partners
+    burst_series += partner_series
     node_rack = (
         dict(zip(inventory["node"].astype(str), inventory["rack"].astype(str)))
         if inventory is not None and "rack" in inventory

@@ -235,14 +235,16 @@ def pair_text(fleet_split: dict) -> str:
 def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None = None) -> tuple[bool | None, str]:
     """Whether the fleet change of a group is reported as a mix effect; None when that cannot be assessed.
 
-    Per change first: the `attribution` of the group's fleet row with the largest |effect| among those
+    A group that holds a mix shift's two sides (cluster rows of two clusters going opposite ways, joined by grouping:
+    incident_joins.mix_shift_sides) is assessed on the fleet goodput's split that its cluster allocation rows carry
+    over their own windows (regressions.fleet_split; incident_joins.mix_shift_fleet_split: the side that moved
+    first), summed over the pair's clusters (incident_joins.pair_split): a fleet row's split over all clusters holds
+    the other clusters' incidents of those days as rate (fleet-1k seed 107: fleet goodput of 10-21, rate -8.0 % over
+    a 20-day before window with three rollouts in it; the pair, mix -5.4 %).
+    Else per change: the `attribution` of the group's fleet row with the largest |effect| among those
     that have one (regressions.mix_effect vs rate_effect over the clusters, on that change's own windows).
-    With the label's `mix_basis` (``basis``), only rows split on that basis count: mix is relative to the
+    With the label's `mix_basis` (``basis``), only splits on that basis count: mix is relative to the
     chosen denominator (metric_tree.md §6), so a split in another lens does not answer the label.
-    A group without a fleet row that holds a mix shift's two sides (cluster rows of two clusters going opposite ways,
-    joined by grouping: incident_joins.mix_shift_sides) is assessed on the fleet goodput's split that its cluster
-    allocation rows carry over their own windows (regressions.fleet_split; incident_joins.mix_shift_fleet_split: the
-    side that moved first).
     Else fct_attribution_mix_rate (its metric in that basis), when its fixed periods line up with the change: the
     fleet row's day, or, for a group without a fleet row that holds a mix shift's two sides (cluster rows of two
     clusters going opposite ways, joined by grouping: incident_joins.mix_shift_sides), the group's change day.
@@ -253,33 +255,31 @@ def _mix_reported(group: Group, mix_rate: pd.DataFrame | None, basis: str | None
     if not fleet and not pair:
         return None, "no fleet-grain change in the group"
     change_day = fleet[0]["_day"] if fleet else group.change_date
+    side = mix_shift_fleet_split(group.rows) if pair else None
+    if side:
+        row, fleet_split = side
+        if basis and fleet_split.get("mix_basis") != basis:
+            return None, f"the pair's fleet split is not on the label's mix_basis {basis!r}"
+        occupancy = fleet_split.get("occupancy_effect")
+        return fleet_split["attribution"] == "mix", (
+            f"per change: the fleet's {fleet_split['metric']} over the windows of cluster "
+            f"{row['entity_id']}'s allocation change ({fleet_split['before_start_date']}.. vs "
+            f"{fleet_split['change_date']}..{fleet_split['after_end_date']}): "
+            f"{float(fleet_split['relative_change']):+.1%}, mix {float(fleet_split['mix_effect']):+.1%} vs rate "
+            f"{float(fleet_split['rate_effect']):+.1%}"
+            + (
+                f", occupancy {float(occupancy):+.1%}"
+                if isinstance(occupancy, (int, float)) and math.isfinite(occupancy)
+                else ""
+            )
+            + f" over clusters (weights: {fleet_split.get('mix_basis')}; the pair of clusters' group)"
+            + pair_text(fleet_split)
+        )
     split = [r for r in fleet if str(r.get("attribution") or "") in ("mix", "rate", "occupancy")]
     if basis and split:
         split = [r for r in split if r.get("mix_basis") == basis]
         if not split:
             return None, f"no fleet split on the label's mix_basis {basis!r}"
-    if not split and pair:
-        # the pair's own windows: each cluster allocation change carries the fleet goodput's split (fleet_split)
-        side = mix_shift_fleet_split(group.rows)
-        if side and basis and side[1].get("mix_basis") != basis:
-            return None, f"the pair's fleet split is not on the label's mix_basis {basis!r}"
-        if side:
-            row, fleet_split = side
-            occupancy = fleet_split.get("occupancy_effect")
-            return fleet_split["attribution"] == "mix", (
-                f"per change: the fleet's {fleet_split['metric']} over the windows of cluster "
-                f"{row['entity_id']}'s allocation change ({fleet_split['before_start_date']}.. vs "
-                f"{fleet_split['change_date']}..{fleet_split['after_end_date']}): "
-                f"{float(fleet_split['relative_change']):+.1%}, mix {float(fleet_split['mix_effect']):+.1%} vs rate "
-                f"{float(fleet_split['rate_effect']):+.1%}"
-                + (
-                    f", occupancy {float(occupancy):+.1%}"
-                    if isinstance(occupancy, (int, float)) and math.isfinite(occupancy)
-                    else ""
-                )
-                + f" over clusters (weights: {fleet_split.get('mix_basis')}; the pair of clusters' group)"
-                + pair_text(fleet_split)
-            )
     if split:
         row = max(split, key=lambda r: abs(float(r.get("relative_effect") or 0.0)))
         occupancy = row.get("occupancy_effect")
@@ -417,11 +417,21 @@ def evaluate(
             day = _label_day(day)
             side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
             below = [row for row in group.rows if row["grain"] != "fleet"]
-            if (
-                day is not None
-                and below
-                and all(overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below)
-                and any(abs((row["_day"] - day).days) <= MATCH_DAYS for row in below)
+            on_side = bool(below) and all(
+                overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below
+            )
+            # the work moving back when the shift ends: both sides in one group (incident_joins.mix_shift_sides)
+            end = _label_day(label.get("end"))
+            clusters = {topology.cluster_of(str(row["grain"]), str(row["entity_id"])) for row in below}
+            back = (
+                end is not None
+                and label["cluster"] in clusters
+                and len(clusters) >= 2
+                and clusters <= set((label.get("scope") or {}).get("clusters") or [])
+                and any(abs((row["_day"] - end).days) <= MATCH_DAYS for row in below)
+            )
+            if back or (
+                day is not None and on_side and any(abs((row["_day"] - day).days) <= MATCH_DAYS for row in below)
             ):
                 receiving.append((g_index, group.summary() | {"receiving_side_of": label["incident_id"]}))
                 break
