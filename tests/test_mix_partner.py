@@ -104,7 +104,16 @@ def test_the_partner_joins_the_first_side_and_the_shift_is_detected():
     scan = detect(batch.numerators, batch.denominators, dataclasses.replace(CONFIG, max_qvalue=None))
     found = [(batch.keys[c.series_index][1], c.index) for c in scan.changes]
     assert ("a100-west", SPLIT) in found and not any(n == "h100-west" and abs(i - SPLIT) <= 2 for n, i in found)
-    rows, tests = mix_partner_rows(batch, scan.changes, GPUS, CONFIG, lambda grain, metric: GRAIN_MIN_EFFECTS[grain])
+    windows = []  # the fleet split is asked for over the partner's windows: before from 10-11, split, to 10-24
+    rows, tests = mix_partner_rows(
+        batch,
+        scan.changes,
+        GPUS,
+        CONFIG,
+        lambda grain, metric: GRAIN_MIN_EFFECTS[grain],
+        lambda *w: windows.append(w) or {},
+    )
+    assert (SPLIT - 7, SPLIT, SPLIT + 7) in windows
     assert tests >= 2 and [(r["entity_id"], r["change_date"]) for r in rows] == [("h100-west", dates[SPLIT])]
     partner = rows[0]
     assert partner["change_kind"] == "regression" and partner["test"].startswith("mix-shift partner: h100-west's")
@@ -123,7 +132,6 @@ def test_the_partner_joins_the_first_side_and_the_shift_is_detected():
         "p_value": first.p_value,
         "top_factor": "allocation",
     }
-    partner.pop("_window")
     topology = TOPOLOGY.__class__.from_frame(
         pd.DataFrame(
             [

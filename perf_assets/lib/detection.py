@@ -396,19 +396,21 @@ def mix_partner_rows(
     gpus: dict[str, int],
     config: DetectorConfig,
     min_effect,
+    fleet_split,
 ) -> tuple[list[dict], int]:
     """The other side of the scan's cluster allocation changes (mix_partner.py): a `regressions` row per call, split
-    on the first side's day, and the number of tests made. ``gpus``: installed GPUs per cluster."""
+    on the first side's day, and the number of tests made. ``gpus``: installed GPUs per cluster; ``fleet_split(start,
+    change, stop)``: the `fleet_split` columns over those columns of the batch, as a scanned allocation change has."""
     rows_of = {key[1]: row for row, key in enumerate(batch.keys) if key[0] == "cluster" and key[2] == "allocation"}
-    found = [
+    scanned = [
         AllocationChange(batch.keys[c.series_index][1], c.index, c.before_level, c.after_level)
         for c in changes
         if batch.keys[c.series_index][0] == "cluster" and batch.keys[c.series_index][2] == "allocation"
     ]
-    if not found:
+    if not scanned:
         return [], 0
     results = partner_tests(
-        found,
+        scanned,
         {cluster: (batch.numerators[row], batch.denominators[row]) for cluster, row in rows_of.items()},
         gpus,
         max_pvalue=config.max_pvalue,
@@ -459,8 +461,8 @@ def mix_partner_rows(
                 welch_ci_high=math.nan,
                 top_factor="allocation",
                 split_date=day,
-                _window=(result["start"], result["split"], result["stop"]),
             )
+            | fleet_split(result["start"], result["split"], result["stop"])
         )
     return out, len(results)
 
@@ -1027,13 +1029,15 @@ def detect_regressions(
                 else None
             }
         )
-    gpus: dict[str, int] = {}  # installed GPUs per cluster, for the mix-shift partner's balance
-    for node in gpu_nodes.values():
-        if node in node_cluster:
-            gpus[node_cluster[node]] = gpus.get(node_cluster[node], 0) + 1
-    partners, partner_series = mix_partner_rows(batch, changes, gpus, config, min_effect)
-    for partner in partners:  # the fleet's split over the partner's windows, as a scanned allocation change has
-        partner |= fleet_split("cluster", "allocation", *partner.pop("_window"))
+    topology = Topology.from_frame(inventory) if inventory is not None else Topology.from_cluster_nodes(cluster_nodes)
+    partners, partner_series = mix_partner_rows(
+        batch,
+        changes,
+        topology.gpus_per_cluster(),
+        config,
+        min_effect,
+        lambda start, change, stop: fleet_split("cluster", "allocation", start, change, stop),
+    )
     bursts, burst_series = burst_rows(metric_tree, config, min_effect)
     bursts += partners
     burst_series += partner_series
@@ -1069,7 +1073,6 @@ def detect_regressions(
         too_short=too_short,
     )
     # cause candidates, ranked by difference in differences (perf_assets/lib/causes.py)
-    topology = Topology.from_frame(inventory) if inventory is not None else Topology.from_cluster_nodes(cluster_nodes)
     ranked = rank_causes(found, changes, topology, metric_tree)
     for column in ranked.columns:
         found[column] = ranked[column]

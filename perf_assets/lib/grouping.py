@@ -381,11 +381,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             _, reason, row = max(found, key=lambda item: (item[0], item[2]["_pos"]))
             parent[find(late["_pos"])] = find(row["_pos"])
             joined[late["_pos"]] = reason
-    gpus: dict[str, int] = {}  # installed GPUs per cluster (the inventory's), for the mix shift's balance
-    for node in topology.gpu_node.values():
-        cluster = topology.node_cluster.get(node)
-        if cluster is not None:
-            gpus[cluster] = gpus.get(cluster, 0) + 1
+    gpus = topology.gpus_per_cluster()  # for the mix shift's balance
     allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
     for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)
         if a["change_kind"] != "regression":

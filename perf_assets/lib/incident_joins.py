@@ -134,21 +134,25 @@ def late_rollout_step(late: dict, rollout: dict) -> str | None:
     )
 
 
+def _largest_factor_of(goodput: dict, factor_row: dict) -> str | None:
+    """The factor ``factor_row`` is of ``goodput``, a goodput change with no configuration change of its own: the same
+    entity and direction, and the goodput row's largest factor (LMDI) is ``factor_row``'s metric; else None."""
+    if str(goodput.get("metric")) != "goodput" or goodput["_own_cause"] is not None:
+        return None
+    if (goodput["grain"], goodput["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
+        return None
+    factor = goodput["_factor"]
+    if factor in (None, "goodput") or factor_row["metric"] != factor:
+        return None
+    return factor if goodput["change_kind"] == factor_row["change_kind"] else None
+
+
 def factor_moved_later(early: dict, factor_row: dict) -> str | None:
     """The reason ``early``, a goodput change, is the change of its largest factor that ``factor_row`` (the same
     entity's row of that factor) shows days later, or None (module docstring: a goodput change ahead of its largest
     factor). Both rows prepared by grouping.py; the caller checks ``factor_still_before`` and the early row's group."""
-    if str(early.get("metric")) != "goodput" or early["_own_cause"] is not None:
-        return None
-    if (early["grain"], early["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
-        return None
-    factor = early["_factor"]
-    if (
-        factor is None
-        or factor == "goodput"
-        or factor_row["metric"] != factor
-        or early["change_kind"] != factor_row["change_kind"]
-    ):
+    factor = _largest_factor_of(early, factor_row)
+    if factor is None:
         return None
     gap = (factor_row["_link_day"] - early["_link_day"]).days
     after_end = early.get("after_end_date")
@@ -174,17 +178,8 @@ def factor_moved_earlier(late: dict, factor_row: dict) -> str | None:
     """The reason ``late``, a goodput change, is the change of its largest factor that ``factor_row`` (the same
     entity's row of that factor) showed days before, or None (module docstring: a goodput change behind its largest
     factor). Both rows prepared by grouping.py; the caller checks ``goodput_still_until`` and the late row's group."""
-    if str(late.get("metric")) != "goodput" or late["_own_cause"] is not None:
-        return None
-    if (late["grain"], late["entity_id"]) != (factor_row["grain"], factor_row["entity_id"]):
-        return None
-    factor = late["_factor"]
-    if (
-        factor is None
-        or factor == "goodput"
-        or factor_row["metric"] != factor
-        or late["change_kind"] != factor_row["change_kind"]
-    ):
+    factor = _largest_factor_of(late, factor_row)
+    if factor is None:
         return None
     gap = (late["_link_day"] - factor_row["_link_day"]).days
     inside = late["_before_start"] is None or factor_row["_link_day"] >= late["_before_start"]

@@ -53,6 +53,15 @@ class Topology:
     def nodes(self) -> list[str]:
         return sorted(self.node_cluster)
 
+    def gpus_per_cluster(self) -> dict[str, int]:
+        """Installed GPUs per cluster (the inventory's); a cluster with no GPU listed is absent (unknown, not 0)."""
+        gpus: dict[str, int] = {}
+        for node in self.gpu_node.values():
+            cluster = self.node_cluster.get(node)
+            if cluster is not None:
+                gpus[cluster] = gpus.get(cluster, 0) + 1
+        return gpus
+
     def nodes_of(self, grain: str, entity: str) -> set[str]:
         """The nodes an entity covers; an unknown entity covers none (unknown, not everything)."""
         if grain == "fleet":
