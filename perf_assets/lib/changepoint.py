@@ -194,7 +194,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import stats
@@ -212,6 +212,7 @@ __all__ = [
     "detect",
     "detect_change_points",
     "log_ratios",
+    "pooled_effect_interval",
     "scan_rank_z",
     "scan_student_t",
     "scan_welch_t",
@@ -1011,6 +1012,18 @@ def _bootstrap_intervals(
         for j, i in enumerate(sel):
             out[i] = (float(bounds[j, 0]), float(bounds[j, 1]))
     return out
+
+
+def pooled_effect_interval(
+    before: tuple[np.ndarray, np.ndarray], after: tuple[np.ndarray, np.ndarray], config: DetectorConfig = DEFAULT_CONFIG
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of ``Σnum_after/Σden_after / (Σnum_before/Σden_before) - 1`` for two windows
+    of valid days (numerators, denominators), days resampled within each window, as a change's interval
+    (``config``: confidence, n_bootstrap, seed, scale; pooled levels whatever the statistic)."""
+    numc = np.concatenate([before[0], after[0]])[None, :]
+    denc = np.concatenate([before[1], after[1]])[None, :]
+    items = [(0, 0, before[0].size, before[0].size + after[0].size)]
+    return _bootstrap_intervals(items, numc, denc, replace(config, statistic="student"))[0]
 
 
 def detect_change_points(

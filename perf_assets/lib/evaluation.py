@@ -410,19 +410,19 @@ def evaluate(
     for g_index, group in enumerate(groups):
         if g_index in matched_groups or g_index in recovered:
             continue
+        below = [row for row in group.rows if row["grain"] != "fleet"]
+        clusters = {topology.cluster_of(str(row["grain"]), str(row["entity_id"])) for row in below}
         for label in real:
             if label.get("attribution") != "mix" or label.get("direction") not in OPPOSITE:
                 continue
             day = {OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}[group.direction]
             day = _label_day(day)
             side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
-            below = [row for row in group.rows if row["grain"] != "fleet"]
             on_side = bool(below) and all(
                 overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below
             )
             # the work moving back when the shift ends: both sides in one group (incident_joins.mix_shift_sides)
             end = _label_day(label.get("end"))
-            clusters = {topology.cluster_of(str(row["grain"]), str(row["entity_id"])) for row in below}
             back = (
                 end is not None
                 and label["cluster"] in clusters

@@ -339,48 +339,28 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     nested_groups: dict[int, list[dict]] = {}
     for row in local:
         nested_groups.setdefault(nested_of[row["_pos"]], []).append(row)
+
+    def join_by_rule(row: dict, candidates: list[dict], rule, unchanged, day_of, pick) -> None:
+        """Join ``row`` to the group of the candidate a join rule of incident_joins.py accepts (``rule`` gives the
+        reason, ``unchanged`` the no-change-between guard), ``pick`` (min or max) by ``day_of`` then position; not
+        when the row's group, as the nested links formed it, has an explanation of its own."""
+        if explained_apart(nested_groups[nested_of[row["_pos"]]]):
+            return
+        found = [(day_of(c), reason, c) for c in candidates if (reason := rule(row, c)) and unchanged(row, c, local)]
+        if found:
+            _, reason, target = pick(found, key=lambda item: (item[0], item[2]["_pos"]))
+            parent[find(row["_pos"])] = find(target["_pos"])
+            joined[row["_pos"]] = reason
+
     for late in local:  # a rollout's step seen late joins the rollout's incident (the latest such rollout)
-        if late["_node"] is None or late["_own_cause"] is not None:
-            continue
-        if explained_apart(nested_groups[nested_of[late["_pos"]]]):
-            continue
-        found = [
-            (rollout["_rollout_day"], reason, rollout)
-            for rollout in rollouts
-            if (reason := late_rollout_step(late, rollout)) and first_change_since(late, rollout, local)
-        ]
-        if found:
-            _, reason, rollout = max(found, key=lambda item: (item[0], item[2]["_pos"]))
-            parent[find(late["_pos"])] = find(rollout["_pos"])
-            joined[late["_pos"]] = reason
+        if late["_node"] is not None and late["_own_cause"] is None:
+            join_by_rule(late, rollouts, late_rollout_step, first_change_since, lambda r: r["_rollout_day"], max)
     for early in local:  # a goodput change ahead of its largest factor's joins that factor's incident
-        if str(early["metric"]) != "goodput" or early["_own_cause"] is not None:
-            continue
-        if explained_apart(nested_groups[nested_of[early["_pos"]]]):
-            continue
-        found = [
-            (row["_link_day"], reason, row)
-            for row in local
-            if (reason := factor_moved_later(early, row)) and factor_still_before(early, row, local)
-        ]
-        if found:
-            _, reason, row = min(found, key=lambda item: (item[0], item[2]["_pos"]))
-            parent[find(early["_pos"])] = find(row["_pos"])
-            joined[early["_pos"]] = reason
+        if str(early["metric"]) == "goodput" and early["_own_cause"] is None:
+            join_by_rule(early, local, factor_moved_later, factor_still_before, lambda r: r["_link_day"], min)
     for late in local:  # a goodput change behind its largest factor's joins that factor's incident
-        if str(late["metric"]) != "goodput" or late["_own_cause"] is not None or late["_pos"] in joined:
-            continue
-        if explained_apart(nested_groups[nested_of[late["_pos"]]]):
-            continue
-        found = [
-            (row["_link_day"], reason, row)
-            for row in local
-            if (reason := factor_moved_earlier(late, row)) and goodput_still_until(late, row, local)
-        ]
-        if found:
-            _, reason, row = max(found, key=lambda item: (item[0], item[2]["_pos"]))
-            parent[find(late["_pos"])] = find(row["_pos"])
-            joined[late["_pos"]] = reason
+        if str(late["metric"]) == "goodput" and late["_own_cause"] is None and late["_pos"] not in joined:
+            join_by_rule(late, local, factor_moved_earlier, goodput_still_until, lambda r: r["_link_day"], max)
     gpus = topology.gpus_per_cluster()  # for the mix shift's balance
     allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
     for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)

@@ -15,7 +15,8 @@ allocation has no change of its own within ``GROUP_WINDOW_DAYS`` of that day is 
 * Windows: up to ``WINDOW_DAYS`` days before the split day and from it on, inside the series; at least
   ``MIN_DAYS`` valid days each side (a day is valid when its denominator is positive; unknown is never zero).
 * Estimate: the relative change of the pooled allocation, Σnumerator/Σdenominator after over before, with a 95 %
-  percentile bootstrap interval over days (resampled within each window).
+  percentile bootstrap interval over days (resampled within each window: changepoint.pooled_effect_interval, a
+  change's own interval).
 * Test: one-sided Mann-Whitney U on the daily allocation, the alternative being that the cluster moved against the
   first one (exact for these sizes, scipy.stats.mannwhitneyu). Ranks, so a drained day counts as the lowest, not by
   how low; days are taken as exchangeable within the two windows.
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from perf_assets.lib.changepoint import benjamini_hochberg
+from perf_assets.lib.changepoint import DetectorConfig, benjamini_hochberg, pooled_effect_interval
 from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS, MIX_BALANCE
 
 WINDOW_DAYS = 7
@@ -60,28 +61,6 @@ def _valid_window(num: np.ndarray, den: np.ndarray, lo: int, hi: int) -> tuple[n
     return part_num[keep], part_den[keep]
 
 
-def _bootstrap_interval(
-    before: tuple[np.ndarray, np.ndarray],
-    after: tuple[np.ndarray, np.ndarray],
-    rng: np.random.Generator,
-    n_bootstrap: int,
-    confidence: float,
-) -> tuple[float, float]:
-    """Percentile interval of the pooled relative change, days resampled within each window."""
-    draws_before = rng.integers(0, before[0].size, size=(n_bootstrap, before[0].size))
-    draws_after = rng.integers(0, after[0].size, size=(n_bootstrap, after[0].size))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        level_before = before[0][draws_before].sum(axis=1) / before[1][draws_before].sum(axis=1)
-        level_after = after[0][draws_after].sum(axis=1) / after[1][draws_after].sum(axis=1)
-        effects = level_after / level_before - 1
-    effects = effects[np.isfinite(effects)]
-    if effects.size == 0:
-        return math.nan, math.nan
-    tail = round((1 - confidence) / 2, 12)
-    low, high = np.quantile(effects, [tail, 1 - tail])
-    return float(low), float(high)
-
-
 def partner_tests(
     changes: list[AllocationChange],
     series: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -102,7 +81,7 @@ def partner_tests(
     for change in changes:
         split_days.setdefault(change.cluster, []).append(change.split)
     results = []
-    rng = np.random.default_rng(seed)
+    interval = DetectorConfig(confidence=confidence, n_bootstrap=n_bootstrap, seed=seed, scale="linear")
     for change in changes:
         moved_first = (change.after_level - change.before_level) * gpus.get(change.cluster, 0)
         if not moved_first or not math.isfinite(moved_first):
@@ -129,7 +108,7 @@ def partner_tests(
             moved = (after_level - before_level) * gpus[partner]
             small, large = sorted((abs(moved), abs(moved_first)))
             balanced = moved * moved_first < 0 and small >= MIX_BALANCE * large
-            low, high = _bootstrap_interval(before, after, rng, n_bootstrap, confidence)
+            low, high = pooled_effect_interval(before, after, interval)
             results.append(
                 {
                     "cluster": partner,
