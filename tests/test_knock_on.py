@@ -1,4 +1,5 @@
-"""Knock-on changes (perf_assets/lib/knock_on.py): job peers, the power that follows their pace, down time.
+"""Knock-on changes (perf_assets/lib/knock_on.py): job peers, the power that follows their pace, down time, power
+that moves alone (fleet-1k seeds 110 and 111).
 
 Literal rows in the shape of `regressions`, with the figures of `incidents` seed 1 (h100-n05 joining and leaving the
 jobs of the NCCL rollout's nodes) and of the demo (beta's fragmentation burst after beta-n03's fault).
@@ -21,6 +22,7 @@ from perf_assets.lib.knock_on import (
     no_demand_knock_ons,
     own_cause,
     pace_companions,
+    power_alone,
 )
 from perf_assets.lib.topology import Topology
 
@@ -474,3 +476,74 @@ def test_a_rollout_its_other_nodes_ignored_does_not_shield_a_knock_on():
     # the cause analysis ranks the firmware first
     ranked = found.assign(top_cause_dimension=[None, "firmware"])
     assert job_peer_knock_ons(ranked, EXCESS_ALLOCATIONS, 0.03, firmware_rollout(nodes)) == {}
+
+
+# fleet-1k seed 111: h100-west-n12 and four of its GPUs drew 3.0-3.1 % more from 10-14 with nothing else moving
+N12_GPUS = {f"GPU-n12-{i}": "h100-west-n12" for i in range(4)}
+
+
+def power_alone_rows(**fields) -> list[dict]:
+    return [row("h100-west-n12", "power_ratio", 14, 0.030, **fields)] + [
+        row(gpu, "power_ratio", 14, effect, grain="gpu", **fields)
+        for gpu, effect in zip(N12_GPUS, (0.030, 0.031, 0.031, 0.030))
+    ]
+
+
+def test_a_power_draw_that_moves_alone_is_the_job_mix():
+    found = pd.DataFrame(power_alone_rows())
+    alone = power_alone(found, N12_GPUS)
+    assert set(alone) == {0, 1, 2, 3, 4}
+    assert alone[0].startswith("power alone: power_ratio +3.0% with no other metric of node h100-west-n12")
+    # a GPU whose node is unknown is not set aside
+    assert set(power_alone(found, dict(list(N12_GPUS.items())[:2]))) == {0, 1, 2}
+    # seed 110: h100-west-n19 refilled (allocation +156 %, no demand before) a day before its GPU drew 3.4 % less:
+    # other jobs run there, which is the job mix itself
+    refilled = pd.DataFrame(
+        [
+            row("h100-west-n19", "allocation", 26, 1.559),
+            row("h100-west-n19", "goodput", 26, 1.396, top_factor="allocation"),
+            row("GPU-n19-0", "power_ratio", 27, -0.034, grain="gpu"),
+        ]
+    )
+    assert set(power_alone(refilled, {"GPU-n19-0": "h100-west-n19"})) == {2}
+
+
+def test_power_with_a_clock_pace_or_probe_beside_it_or_a_large_move_is_not_alone():
+    gpus = N12_GPUS | {"GPU-n12-7": "h100-west-n12"}
+    # a power cap: the clock of one GPU of the node fell with it (seed 107's rack cap: power -29 %, clock -9 %)
+    for metric, effect in (("clock_ratio", -0.09), ("program_goodput", -0.12), ("probe_hbm_bw_ratio", -0.07)):
+        other = row("GPU-n12-7" if metric != "program_goodput" else "h100-west-n12", metric, 15, effect)
+        other["grain"] = "node" if metric == "program_goodput" else "gpu"
+        assert power_alone(pd.DataFrame(power_alone_rows() + [other]), gpus) == {}, metric
+    # the same metric's move three days away is another incident's
+    far = row("GPU-n12-7", "clock_ratio", 17, -0.09, grain="gpu")
+    assert set(power_alone(pd.DataFrame(power_alone_rows() + [far]), gpus)) == {0, 1, 2, 3, 4}
+    # one of the node's power rows moved by 5 % or more: none of them is alone
+    large = row("GPU-n12-7", "power_ratio", 14, 0.052, grain="gpu")
+    assert power_alone(pd.DataFrame(power_alone_rows() + [large]), gpus) == {}
+    # another node's clock does not count
+    elsewhere = row("GPU-n13-0", "clock_ratio", 14, -0.09, grain="gpu")
+    assert set(power_alone(pd.DataFrame(power_alone_rows() + [elsewhere]), gpus | {"GPU-n13-0": "n13"})) == {
+        0,
+        1,
+        2,
+        3,
+        4,
+    }
+
+
+def test_power_with_a_rollout_of_its_own_is_alone_only_when_the_rollout_s_other_nodes_ignored_it():
+    """seed 111: the null firmware rollout reached all 24 nodes of h100-west on 10-13; n12 alone drew more."""
+    firmware = json.dumps([{"component": "firmware", "from": "96.00.89", "to": "96.00.99", "nodes": 1, "of_nodes": 1}])
+    found = pd.DataFrame(power_alone_rows(coinciding_changes=firmware))
+    nodes = [f"h100-west-n{i:02d}" for i in range(1, 25)]
+    assert power_alone(found, N12_GPUS) == {}  # rollouts unknown: a cause of its own
+    assert set(power_alone(found, N12_GPUS, firmware_rollout(nodes))) == {0, 1, 2, 3, 4}
+    # a lowered power limit on the node's own rack (three nodes: too few to judge by how many moved)
+    cap = json.dumps([{"component": "power_limit_w", "from": "700", "to": "680", "nodes": 1, "of_nodes": 1}])
+    capped = pd.DataFrame(power_alone_rows(coinciding_changes=cap))
+    limits = pd.DataFrame(
+        [(n, at(13), "power_limit_w", "700", "680") for n in nodes[10:13]],
+        columns=["node", "changed_at", "component", "from_version", "to_version"],
+    )
+    assert power_alone(capped, N12_GPUS, limits) == {}

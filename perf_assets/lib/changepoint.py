@@ -943,6 +943,7 @@ def _split_summary(
         "mean_log_difference": d,
         "drift": ss_line < ssb + ssa,
         "floor_reach": floor_reach,
+        "ss_within": ssb + ssa,  # the two levels' residual sum of squares (on the detector's scale)
     }
 
 
@@ -1024,6 +1025,42 @@ def pooled_effect_interval(
     denc = np.concatenate([before[1], after[1]])[None, :]
     items = [(0, 0, before[0].size, before[0].size + after[0].size)]
     return _bootstrap_intervals(items, numc, denc, replace(config, statistic="student"))[0]
+
+
+def measure_split(
+    numerators: np.ndarray,
+    denominators: np.ndarray,
+    lo: int,
+    split: int,
+    hi: int,
+    config: DetectorConfig = DEFAULT_CONFIG,
+) -> dict[str, float] | None:
+    """One series' change measured at a split fixed in advance (not chosen from these data): original columns
+    ``[lo, split)`` against ``[split, hi)``, their valid points only. The summary a change gets (``_split_summary``:
+    counts, sums, levels, ``relative_effect``, Welch interval, ``drift``, ``ss_within``), its percentile bootstrap interval
+    (``ci_low``, ``ci_high``) and ``p_value``, the merge test's two-sided p at that split without the Bonferroni
+    factor for a chosen split (``_merge_pvalues``). None with fewer than ``min_segment`` valid points on a side."""
+    y, valid = series_values(
+        np.asarray(numerators, dtype=float)[None, lo:hi],
+        np.asarray(denominators, dtype=float)[None, lo:hi],
+        config.scale,
+    )
+    columns = np.flatnonzero(valid[0])
+    k, length = int((columns < split - lo).sum()), int(columns.size)
+    if k < config.min_segment or length - k < config.min_segment:
+        return None
+    yc = y[:, columns]
+    numc = np.asarray(numerators, dtype=float)[None, lo:hi][:, columns]
+    denc = np.asarray(denominators, dtype=float)[None, lo:hi][:, columns]
+    items = [(0, 0, k, length)]
+    summary = _summaries(items, yc, numc, denc, config)[0]
+    (ci_low, ci_high) = _bootstrap_intervals(items, numc, denc, config)[0]
+    p_value = float(_merge_pvalues(items, yc, config, chosen=False)[0])
+    return {key: float(value) for key, value in summary.items()} | {
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "p_value": p_value,
+    }
 
 
 def detect_change_points(
@@ -1346,7 +1383,9 @@ def _other_end_kept(other: int, row_splits: list, config: DetectorConfig) -> boo
     return any(abs(mid - other) < config.min_segment for mid, _ in row_splits)
 
 
-def _merge_pvalues(items: list[tuple[int, int, int, int]], yc: np.ndarray, config: DetectorConfig) -> np.ndarray:
+def _merge_pvalues(
+    items: list[tuple[int, int, int, int]], yc: np.ndarray, config: DetectorConfig, chosen: bool = True
+) -> np.ndarray:
     """Merge test of each ``(row, lo, split, hi)`` (compacted): does ``y[split:hi]`` differ from ``y[lo:split]``?
 
     A parametric two-sided test at the given split between the neighbouring changes, as Hunter/Otava's merge step
@@ -1354,7 +1393,8 @@ def _merge_pvalues(items: list[tuple[int, int, int, int]], yc: np.ndarray, confi
     capped at 1: Student's t (pooled variance, ``n - 2`` degrees of freedom), Welch's t for ``statistic="welch"``,
     the t of the Huber-clipped window for ``"huber"`` and the rank-sum z (normal approximation, mid-ranks) for
     ``"rank"``. Parametric because a window between two close changes is too short for a permutation p to reach a
-    small threshold (8 points: at best 2 / C(8, 4) = 0.029). Grouped by window length, vectorized.
+    small threshold (8 points: at best 2 / C(8, 4) = 0.029). Grouped by window length, vectorized. ``chosen=False``:
+    a split fixed before looking at the data (``measure_split``), so no Bonferroni factor.
     """
     out = np.ones(len(items))
     if not items:
@@ -1393,7 +1433,7 @@ def _merge_pvalues(items: list[tuple[int, int, int, int]], yc: np.ndarray, confi
             else:
                 df = np.full(sel.size, length - 2.0)
             p = 2.0 * stats.t.sf(score, df)
-        out[sel] = np.minimum(1.0, p * (length - 2 * m + 1))
+        out[sel] = np.minimum(1.0, p * (length - 2 * m + 1)) if chosen else p
     return out
 
 

@@ -21,15 +21,17 @@ import pandas as pd
 
 from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
-from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect
+from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect, measure_split
 from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.grouping import FACTOR_OF_METRIC
 from perf_assets.lib.knock_on import (
+    MIN_ROLLOUT_NODES,
     down_time_knock_ons,
     job_peer_knock_ons,
     maintenance_knock_ons,
     no_demand_knock_ons,
     pace_companions,
+    power_alone,
 )
 from perf_assets.lib.mix_partner import AllocationChange, describe_partner, partner_tests
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
@@ -77,6 +79,14 @@ DETECTED_BY_GRAIN = {
 GRAIN_MIN_EFFECTS = {"fleet": 0.01, "cluster": 0.01, COHORT_GRAIN: 0.02, "node": 0.03, "gpu": 0.03}
 SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
 ROLLOUT_WINDOW = timedelta(days=1)
+# A node's change split this many days from a configuration change of its own node, farther than ROLLOUT_WINDOW, is
+# measured again at that change (``rollout_anchored``); not the scheduler's metrics (a rollout does not move them).
+ANCHOR_DAYS = 4  # the earliest split a window allows is its fourth day (min_segment 3): seed 112's 10-04, torch's 10-08
+# ... when a step there fits the change's windows about as well as the scan's split: the Gaussian log-likelihood of the
+# scan's split over the rollout's, (n/2) log(SS_within at the rollout / SS_within at the split), at most this
+ANCHOR_MAX_LOG_LIKELIHOOD = 2.0
+ANCHOR_GRAINS = ("node", "gpu")
+UNANCHORED_METRICS = ("allocation", "availability")
 
 # The `regressions` table: name -> DuckDB type. A fixed schema, also when nothing was found.
 REGRESSION_SCHEMA = {
@@ -101,7 +111,7 @@ REGRESSION_SCHEMA = {
     "ci_high": "double",
     "p_value": "double",
     "statistic": "double",
-    "test": "varchar",
+    "test": "varchar",  # the scan's test; "; dated to its node's ..." when rollout_anchored moved the split
     "q_value": "double",  # Benjamini-Hochberg q of p_value across the series of the run
     "verdict": "varchar",  # confirmed (n_after >= confirm_points) | provisional
     "shape": "varchar",  # step | drift (a line fits the segment around the change better)
@@ -125,7 +135,8 @@ REGRESSION_SCHEMA = {
     "attribution": "varchar",  # mix | rate | occupancy (the largest in absolute value)
     "segments": "varchar",  # JSON: the largest contributors with weights, rates, numerators and denominators
     # ramp onset (perf_assets/lib/ramp.py): appended columns
-    "split_date": "date",  # the scan's split (first day of the new level); change_date differs when a ramp fits better
+    "split_date": "date",  # the split (first day of the new level): the scan's, or its node's rollout day
+    # (rollout_anchored, noted in `test`); change_date differs when a ramp fits better
     "ramp_end_date": "date",  # first day at the after level when a ramp fits better than a step, else NULL
     # job co-membership (read by grouping.py): appended column
     "job_peer_nodes": "varchar",  # JSON list: other nodes in an allocation with the row's node around the change day
@@ -756,6 +767,169 @@ def coinciding_changes(changes: pd.DataFrame, nodes: list[str], change_day: date
     return sorted(summary, key=lambda item: (-item["nodes"], item["component"]))
 
 
+def scan_splits(batch: SeriesBatch, changes: list[ChangePoint], node_of) -> dict[tuple[str, str, bool], dict]:
+    """``{(grain, metric, rising): {node or cluster: [split days]}}`` of the scan's node-, GPU- (under its node,
+    ``node_of(grain, entity)``) and cluster-grain changes: which nodes, and whether their cluster, a rollout's day
+    moved (``rollout_anchored``)."""
+    out: dict[tuple[str, str, bool], dict] = {}
+    for change in changes:
+        grain, entity, metric = batch.keys[change.series_index]
+        node = node_of(grain, entity) if grain in ANCHOR_GRAINS else entity if grain == "cluster" else None
+        if node:
+            key = (grain, metric, change.relative_effect > 0)
+            out.setdefault(key, {}).setdefault(node, []).append(batch.dates[change.index])
+    return out
+
+
+def rollout_anchored(
+    batch: SeriesBatch,
+    change: ChangePoint,
+    start: int,
+    stop: int,
+    rollouts: pd.DataFrame,
+    nodes: list[str],
+    config: DetectorConfig,
+    min_effect: float,
+    splits: dict[tuple[str, str, bool], dict] | None = None,
+    cluster: str | None = None,
+) -> tuple[ChangePoint, str] | None:
+    """The change measured again at a configuration change of its own node (``measure_split``), with a note for its
+    `test`, when the scan's split lies more than ``ROLLOUT_WINDOW`` and at most ``ANCHOR_DAYS`` from it (the nearest
+    such change inside the change's windows) and the split there holds: a step there fits the windows about as well
+    as one at the scan's split (``ANCHOR_MAX_LOG_LIKELIHOOD``), in the same direction, by at least ``min_effect``,
+    with p <= ``config.split_pvalue`` (one test at a day fixed by the rollout, not chosen from the data), and the
+    rollout moved its other nodes: the node's cluster has a change of this metric and direction that split within
+    ``ROLLOUT_WINDOW`` of it, or, of the nodes that got the same versions within a day, when they are at least
+    ``MIN_ROLLOUT_NODES``, at least half have a change of the scan of this grain, metric and direction that split
+    there (``splits``: ``scan_splits``; fleet-1k seed 113: a null firmware rollout to all of h100-west on 10-13,
+    which two nodes' program goodput drop of 10-15 would otherwise have been dated to; the torch upgrade of 10-08
+    moved a100-west's program goodput, +3.1 %, and 9 of its 32 nodes' by more than the node minimum). None
+    otherwise: a change that began days before or after a rollout of its node stays where the scan put it.
+
+    The scan picks the split that best separates its windows; on a short before window over a series that was
+    already rising, that can be days before the step (fleet-1k seeds 108, 112, 113: torch 2.6.0 reached every
+    a100-west node on 10-08, +3 %; nodes whose program goodput had crept up over 10-01..10-07 split on 10-04 or
+    10-05, a group apart from the upgrade's, dated three days before it, with no cause)."""
+    split_day = batch.dates[change.index]
+    if rollouts.empty or not nodes or coinciding_changes(rollouts, nodes, split_day):
+        return None
+    mine = rollouts[rollouts["node"].isin(nodes)]
+    days = sorted(
+        {at.date() for at in mine["changed_at"]},
+        key=lambda day: (abs((day - split_day).days), day),
+    )
+    row = change.series_index
+    scanned = measure_split(batch.numerators[row], batch.denominators[row], start, change.index, stop, config)
+    if scanned is None:
+        return None
+    for day in days:
+        gap = abs((day - split_day).days)
+        if gap <= ROLLOUT_WINDOW.days or gap > ANCHOR_DAYS or day not in batch.dates:
+            continue
+        at = batch.dates.index(day)
+        if not start < at < stop:
+            continue
+        measured = measure_split(batch.numerators[row], batch.denominators[row], start, at, stop, config)
+        if measured is None:
+            continue
+        effect = measured["relative_effect"]
+        n = measured["n_before"] + measured["n_after"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            worse = (
+                n / 2.0 * math.log(measured["ss_within"] / scanned["ss_within"])
+                if scanned["ss_within"] > 0
+                else math.inf
+            )
+        if not (
+            worse <= ANCHOR_MAX_LOG_LIKELIHOOD
+            and math.isfinite(effect)
+            and (effect > 0) == (change.relative_effect > 0)
+            and abs(effect) >= min_effect
+            and measured["p_value"] <= config.split_pvalue
+        ):
+            continue
+        moved = mine[[at.date() == day for at in mine["changed_at"]]]
+        if not _rollout_moved_its_nodes(batch, change, moved, rollouts, splits or {}, cluster):
+            continue
+        what = ", ".join(
+            sorted(
+                {
+                    f"{c} {a} -> {b}"
+                    for c, a, b in moved[["component", "from_version", "to_version"]].itertuples(index=False)
+                }
+            )
+        )
+        anchored = dataclasses.replace(
+            change,
+            index=at,
+            n_before=int(measured["n_before"]),
+            n_after=int(measured["n_after"]),
+            before_level=measured["before_level"],
+            after_level=measured["after_level"],
+            before_numerator=measured["before_numerator"],
+            before_denominator=measured["before_denominator"],
+            after_numerator=measured["after_numerator"],
+            after_denominator=measured["after_denominator"],
+            relative_effect=effect,
+            ci_low=measured["ci_low"],
+            ci_high=measured["ci_high"],
+            mean_log_difference=measured["mean_log_difference"],
+            absolute_effect=measured["absolute_effect"],
+            welch_ci_low=measured["welch_ci_low"],
+            welch_ci_high=measured["welch_ci_high"],
+            shape="drift" if measured["drift"] else "step",
+            verdict="confirmed" if measured["n_after"] >= config.confirm_points else "provisional",
+        )
+        note = (
+            f"{change.test}; dated to its node's {what} of {day}: the scan split on {split_day} "
+            f"({change.relative_effect:+.1%}, p {change.p_value:.2g}); at {day} {effect:+.1%}, "
+            f"p {measured['p_value']:.2g} (the t test at a fixed split), log-likelihood of the scan's split over "
+            f"that day's {worse:+.2f}"
+        )
+        return anchored, note
+    return None
+
+
+def _rollout_moved_its_nodes(
+    batch: SeriesBatch,
+    change: ChangePoint,
+    moved: pd.DataFrame,
+    rollouts: pd.DataFrame,
+    splits: dict[tuple[str, str, bool], dict],
+    cluster: str | None,
+) -> bool:
+    """Whether the configuration changes of ``moved`` (one node's, one day) moved its cluster or each moved its wave
+    (``rollout_anchored``)."""
+    grain, _, metric = batch.keys[change.series_index]
+    rising = change.relative_effect > 0
+    moving = splits.get((grain, metric, rising), {})
+    day = moved["changed_at"].min().date()
+    if any(
+        abs((split - day).days) <= ROLLOUT_WINDOW.days
+        for split in splits.get(("cluster", metric, rising), {}).get(cluster, [])
+    ):
+        return True
+    for version in moved[["component", "from_version", "to_version", "changed_at"]].itertuples(index=False):
+        same = rollouts[
+            (rollouts["component"] == version.component)
+            & (rollouts["from_version"] == version.from_version)
+            & (rollouts["to_version"] == version.to_version)
+            & ((rollouts["changed_at"] - version.changed_at).abs() <= ROLLOUT_WINDOW)
+        ]
+        wave = set(same["node"]) - set(moved_nodes := moved["node"])
+        if len(wave) + len(set(moved_nodes)) < MIN_ROLLOUT_NODES:
+            continue  # too few nodes to judge by how many moved
+        day = version.changed_at.date()
+        hit = {
+            node
+            for node in wave
+            if any(abs((split - day).days) <= ROLLOUT_WINDOW.days for split in moving.get(node, []))
+        }
+        if 2 * len(hit) < len(wave):
+            return False
+    return True
+
+
 def regression_id(grain: str, entity: str, metric: str, change_day: date) -> str:
     return hashlib.sha256(f"{grain}|{entity}|{metric}|{change_day.isoformat()}".encode()).hexdigest()[:16]
 
@@ -955,17 +1129,37 @@ def detect_regressions(
     rollouts["changed_at"] = pd.to_datetime(rollouts["changed_at"], utc=True)  # once, not per change
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
+    splits = scan_splits(batch, changes, lambda grain, entity: entity if grain == "node" else gpu_nodes.get(entity))
     for change in changes:
         grain, entity, metric = batch.keys[change.series_index]
         start, stop = _windows(batch, change)
-        split_day = batch.dates[change.index]
+        nodes = nodes_of(grain, entity)
         ramp = ramp_onset(batch, change, start, stop)
+        anchored = (
+            rollout_anchored(
+                batch,
+                change,
+                start,
+                stop,
+                rollouts,
+                nodes,
+                config,
+                min_effect(grain, metric),
+                splits,
+                cluster_of(grain, entity),
+            )
+            if ramp is None and grain in ANCHOR_GRAINS and metric not in UNANCHORED_METRICS
+            else None
+        )
+        test = change.test
+        if anchored is not None:
+            change, test = anchored
+        split_day = batch.dates[change.index]
         change_day = batch.dates[ramp[0]] if ramp else split_day  # a ramp's change begins at its onset
         direction = batch.directions[change.series_index]
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
         top = row_factor(metric, contributions)
-        nodes = nodes_of(grain, entity)
         home = cluster_of(grain, entity)
         peers = [
             row
@@ -1004,7 +1198,7 @@ def detect_regressions(
                 "ci_high": change.ci_high,
                 "p_value": change.p_value,
                 "statistic": change.statistic,
-                "test": change.test,
+                "test": test,
                 "q_value": change.q_value,
                 "verdict": change.verdict,
                 "shape": change.shape,
@@ -1081,6 +1275,7 @@ def detect_regressions(
     expected |= down_time_knock_ons(found, metric_tree)
     expected |= maintenance_knock_ons(found, metric_tree)
     expected |= {i: r for i, r in no_demand_knock_ons(found, metric_tree).items() if i not in expected}
+    expected |= {i: r for i, r in power_alone(found, gpu_nodes, rollouts).items() if i not in expected}
     found["expected_because"] = pd.Series(
         [expected.get(index) for index in found.index], index=found.index, dtype=object
     )

@@ -1,6 +1,6 @@
 """Changes that something already known explains: knock-on effects, marked so that they are not paged as incidents.
 
-Four kinds, each a plain function over the rows of `regressions` (detection.py writes the reason in the column
+Five kinds, each a plain function over the rows of `regressions` (detection.py writes the reason in the column
 `expected_because`; grouping, alerts and the evaluation read it):
 
 * **Job peers.** A synchronous job runs at its slowest node's pace. A node that starts sharing allocations with a
@@ -52,6 +52,23 @@ Four kinds, each a plain function over the rows of `regressions` (detection.py w
   an injected fragmentation strands whole nodes for days, 10 times or more its cluster's down time, or with
   no down time at all).
 
+* **Power alone.** A GPU's ``power_ratio`` (its draw over busy samples, per TDP) follows what its jobs run: the
+  draw of a busy GPU rises with the arithmetic intensity of the kernels, so a node whose next jobs are a
+  denser model draws a few per cent more at the same clock, for as long as such jobs run there. A hardware or
+  configuration cause moves something else with it: a power cap or a throttle lowers the clock (``clock_ratio``,
+  the GEMM probe) by about as much, a slower pace shows in ``program_goodput``, a decaying HBM in its probe. A
+  node- or GPU-grain ``power_ratio`` row is expected (``power_alone``) when, within ``GROUP_WINDOW_DAYS`` of its
+  split, no row of another metric of its node or of that node's GPUs changed (but ``JOB_MIX_METRICS``: a node
+  the scheduler drained or refilled runs other jobs, which is the job mix itself), none of its node's power rows
+  moved by ``POWER_ALONE_MAX_EFFECT`` or more, and its own node had no configuration change (``own_cause``: a
+  lowered power limit is a cause of its own) but one its rollout's other nodes do not support
+  (``unsupported_rollout``, as for job peers: fleet-1k seed 111's null firmware rollout to h100-west, on whose
+  10-14 h100-west-n12 alone drew 3.0 % more). fleet-1k seeds 1, 2 and 107-112 (docs/detection.md, "Power
+  alone"): 8 of the 24 false alarms were groups of only power rows, each move 3.0-4.0 %; every labelled
+  incident whose group held power rows moved another metric too (the power caps' clocks -9 % with power
+  -23 to -30 %, the NCCL rollouts' program goodput, the HBM decays' probe). A GPU whose node is unknown is not
+  set aside (unknown is not evidence).
+
 Nothing is dropped: an expected row stays in `regressions` with its evidence and the reason.
 """
 
@@ -71,6 +88,9 @@ JOB_WINDOW = timedelta(days=3)  # exposure compared over the change's own window
 MIN_EXPLAINED_SHARE = 0.5  # the exposure change must predict at least half of the node's change
 KNOCK_ON_METRICS = ("program_goodput",)  # the pace of a synchronous job: what its nodes share
 PACE_COMPANIONS = ("power_ratio",)  # follow the pace of the job: a GPU waiting for a slower peer draws less power
+POWER_ALONE_METRICS = ("power_ratio",)  # a GPU's draw over busy samples: what its jobs run as much as its hardware
+POWER_ALONE_MAX_EFFECT = 0.05  # below this, a node's power draw moving alone is its job mix (module docstring)
+JOB_MIX_METRICS = ("allocation",)  # what the scheduler moves: which jobs run on a node, so its job mix too
 BURST_METRICS = ("idle_fragmented_share",)
 DOWN_TIME_FACTOR = 2.0
 DRAIN_METRICS = ("allocation",)  # what the scheduler's drain before a planned maintenance and the refill after move
@@ -352,6 +372,53 @@ def pace_companions(regressions: pd.DataFrame, expected: dict, gpu_nodes: dict[s
                     f"({pace_effect:.1%}, {kind}) on {pace_day}, a job-peer knock-on"
                 )
                 break
+    return out
+
+
+def power_alone(regressions: pd.DataFrame, gpu_nodes: dict[str, str], rollouts: pd.DataFrame | None = None) -> dict:
+    """``{index: reason}`` for the node- and GPU-grain ``POWER_ALONE_METRICS`` rows whose node moved nothing else
+    (module docstring, "Power alone"): no row of another metric of the node or of its GPUs within
+    ``GROUP_WINDOW_DAYS`` of the row's split (``JOB_MIX_METRICS`` aside), no power row of the node's moving by
+    ``POWER_ALONE_MAX_EFFECT`` or more there, and no configuration change of the row's own (``own_cause``) that its
+    rollout's other nodes support (``unsupported_rollout``, as for job peers; ``rollouts`` as there)."""
+    local = regressions[regressions["grain"].isin(("node", "gpu"))]
+    if local.empty:
+        return {}
+    events = _rollout_rows(regressions)
+    nodes = [
+        str(entity) if grain == "node" else gpu_nodes.get(str(entity))
+        for grain, entity in zip(local["grain"], local["entity_id"])
+    ]
+    moves: dict[str, list[tuple[date, bool]]] = {}  # node -> (split day, whether the move rules out "alone")
+    for node, row in zip(nodes, local.to_dict("records")):
+        if node is None:
+            continue
+        effect = row["relative_effect"]
+        if row["metric"] in JOB_MIX_METRICS or (row["metric"] == "goodput" and row["top_factor"] in JOB_MIX_METRICS):
+            decisive = False  # the node drained or refilled: other jobs run there, which is the job mix itself
+        elif row["metric"] in POWER_ALONE_METRICS:
+            decisive = effect is None or not math.isfinite(effect) or abs(effect) >= POWER_ALONE_MAX_EFFECT
+        else:
+            decisive = True
+        moves.setdefault(node, []).append((_split_day(row), decisive))
+    out = {}
+    for index, node, row in zip(local.index, nodes, local.to_dict("records")):
+        if node is None or row["metric"] not in POWER_ALONE_METRICS:
+            continue
+        if own_cause(row) is not None and not unsupported_rollout(dict(row, entity_id=node), events, rollouts):
+            continue  # a configuration change of its node's came with it (a lowered power limit): a cause of its own
+        effect = row["relative_effect"]
+        if effect is None or not math.isfinite(effect) or abs(effect) >= POWER_ALONE_MAX_EFFECT:
+            continue
+        day = _split_day(row)
+        if any(decisive and abs((when - day).days) <= GROUP_WINDOW_DAYS for when, decisive in moves[node]):
+            continue
+        out[index] = (
+            f"power alone: {row['metric']} {effect:+.1%} with no other metric of node {node} or its GPUs changing "
+            f"within {GROUP_WINDOW_DAYS} days of {day} and no configuration change that its rollout supports; below "
+            f"{POWER_ALONE_MAX_EFFECT:.0%}, a busy GPU's draw moving at the same clock follows its jobs' arithmetic "
+            f"intensity (the job mix), not the hardware"
+        )
     return out
 
 
