@@ -198,6 +198,24 @@ def test_an_excess_fault_rate_explains_later_availability_dips_of_its_scope():
     assert groups[0] == groups[1] and groups[2] != groups[0] and groups[3] != groups[0]
 
 
+def test_a_node_back_up_inside_an_excess_fault_rate_is_the_same_incident():
+    # fleet-1k seed 112: h100-east-n36 of the bad batch (racks r9, r10) down 10-11 to 10-13, availability -18 % on
+    # 10-11 and +22 % on 10-14; the return was an alert of its own inside the noise-burst decoy of 10-14
+    rate = row("a100-r1", grain="rack", day=6, metric="xid_node_faults", shape="rate", top_factor="availability")
+    rate["after_end_date"] = date(2026, 10, 28)
+    rows = frame(
+        rate,
+        row("a100-n1", grain="node", day=10, metric="availability", effect=-0.183, top_factor="availability"),
+        row("a100-n1", grain="node", day=13, metric="availability", kind="improvement", effect=0.224),
+        row("a100-n2", grain="node", day=13, metric="program_goodput", kind="improvement", effect=0.08),
+        row("a100-n3", grain="node", day=13, metric="availability", kind="improvement", effect=0.2),  # rack r2
+    )
+    groups = group_regressions(rows, TOPOLOGY)["group_id"]
+    assert groups[0] == groups[1] == groups[2]
+    assert groups[3] != groups[0]  # faster work is not what faults explain
+    assert groups[4] != groups[0]  # outside the rate's rack
+
+
 def test_excess_fault_rates_on_two_racks_of_one_cluster_are_one_batch():
     # fleet-1k's h100-east bad batch spans racks r9 and r10: one incident, not a match and a false alarm
     def rate(entity: str, day: int, grain: str = "rack") -> dict:

@@ -1034,12 +1034,14 @@ def measure_split(
     split: int,
     hi: int,
     config: DetectorConfig = DEFAULT_CONFIG,
+    interval: bool = True,
 ) -> dict[str, float] | None:
     """One series' change measured at a split fixed in advance (not chosen from these data): original columns
     ``[lo, split)`` against ``[split, hi)``, their valid points only. The summary a change gets (``_split_summary``:
     counts, sums, levels, ``relative_effect``, Welch interval, ``drift``, ``ss_within``), its percentile bootstrap interval
     (``ci_low``, ``ci_high``) and ``p_value``, the merge test's two-sided p at that split without the Bonferroni
-    factor for a chosen split (``_merge_pvalues``). None with fewer than ``min_segment`` valid points on a side."""
+    factor for a chosen split (``_merge_pvalues``); ``interval=False`` leaves out the bootstrap (NaN), the costly part.
+    None with fewer than ``min_segment`` valid points on a side."""
     y, valid = series_values(
         np.asarray(numerators, dtype=float)[None, lo:hi],
         np.asarray(denominators, dtype=float)[None, lo:hi],
@@ -1054,7 +1056,7 @@ def measure_split(
     denc = np.asarray(denominators, dtype=float)[None, lo:hi][:, columns]
     items = [(0, 0, k, length)]
     summary = _summaries(items, yc, numc, denc, config)[0]
-    (ci_low, ci_high) = _bootstrap_intervals(items, numc, denc, config)[0]
+    ci_low, ci_high = _bootstrap_intervals(items, numc, denc, config)[0] if interval else (math.nan, math.nan)
     p_value = float(_merge_pvalues(items, yc, config, chosen=False)[0])
     return {key: float(value) for key, value in summary.items()} | {
         "ci_low": ci_low,

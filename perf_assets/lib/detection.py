@@ -80,7 +80,8 @@ GRAIN_MIN_EFFECTS = {"fleet": 0.01, "cluster": 0.01, COHORT_GRAIN: 0.02, "node":
 SOFTWARE_COMPONENTS = ("driver", "cuda", "nccl", "torch", "image", "firmware", "power_limit_w")
 ROLLOUT_WINDOW = timedelta(days=1)
 # A node's change split this many days from a configuration change of its own node, farther than ROLLOUT_WINDOW, is
-# measured again at that change (``rollout_anchored``); not the scheduler's metrics (a rollout does not move them).
+# measured again at that change (``rollout_anchored``); not allocation or availability (a rollout changes how fast
+# work runs, not whether a node is up or given work).
 ANCHOR_DAYS = 4  # the earliest split a window allows is its fourth day (min_segment 3): seed 112's 10-04, torch's 10-08
 # ... when a step there fits the change's windows about as well as the scan's split: the Gaussian log-likelihood of the
 # scan's split over the rollout's, (n/2) log(SS_within at the rollout / SS_within at the split), at most this
@@ -811,35 +812,30 @@ def rollout_anchored(
     a100-west node on 10-08, +3 %; nodes whose program goodput had crept up over 10-01..10-07 split on 10-04 or
     10-05, a group apart from the upgrade's, dated three days before it, with no cause)."""
     split_day = batch.dates[change.index]
-    if rollouts.empty or not nodes or coinciding_changes(rollouts, nodes, split_day):
+    if rollouts.empty or not nodes:
         return None
     mine = rollouts[rollouts["node"].isin(nodes)]
-    days = sorted(
-        {at.date() for at in mine["changed_at"]},
-        key=lambda day: (abs((day - split_day).days), day),
-    )
+    days = sorted({at.date() for at in mine["changed_at"]}, key=lambda day: (abs((day - split_day).days), day))
+    if not days or abs((days[0] - split_day).days) <= ROLLOUT_WINDOW.days:
+        return None  # none, or one that coincides with the split (coinciding_changes): nothing to move
     row = change.series_index
-    scanned = measure_split(batch.numerators[row], batch.denominators[row], start, change.index, stop, config)
+    candidates = [
+        batch.dates.index(day)
+        for day in days
+        if abs((day - split_day).days) <= ANCHOR_DAYS and day in batch.dates and start < batch.dates.index(day) < stop
+    ]
+    if not candidates:
+        return None
+    scanned = measure_split(batch.numerators[row], batch.denominators[row], start, change.index, stop, config, False)
     if scanned is None:
         return None
-    for day in days:
-        gap = abs((day - split_day).days)
-        if gap <= ROLLOUT_WINDOW.days or gap > ANCHOR_DAYS or day not in batch.dates:
-            continue
-        at = batch.dates.index(day)
-        if not start < at < stop:
-            continue
-        measured = measure_split(batch.numerators[row], batch.denominators[row], start, at, stop, config)
+    for at in candidates:
+        day = batch.dates[at]
+        measured = measure_split(batch.numerators[row], batch.denominators[row], start, at, stop, config, False)
         if measured is None:
             continue
         effect = measured["relative_effect"]
-        n = measured["n_before"] + measured["n_after"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            worse = (
-                n / 2.0 * math.log(measured["ss_within"] / scanned["ss_within"])
-                if scanned["ss_within"] > 0
-                else math.inf
-            )
+        worse = _log_likelihood_ratio(scanned, measured)
         if not (
             worse <= ANCHOR_MAX_LOG_LIKELIHOOD
             and math.isfinite(effect)
@@ -859,6 +855,7 @@ def rollout_anchored(
                 }
             )
         )
+        measured = measure_split(batch.numerators[row], batch.denominators[row], start, at, stop, config)  # + interval
         anchored = dataclasses.replace(
             change,
             index=at,
@@ -890,6 +887,18 @@ def rollout_anchored(
     return None
 
 
+def _log_likelihood_ratio(scanned: dict[str, float], anchored: dict[str, float]) -> float:
+    """The Gaussian log-likelihood of a two-level fit at the scan's split over one at the rollout's, the same points:
+    (n/2) ln(SS_within at the rollout / SS_within at the split); -inf when the rollout's fits exactly, inf when only
+    the scan's does."""
+    n = anchored["n_before"] + anchored["n_after"]
+    if anchored["ss_within"] <= 0:
+        return -math.inf
+    if scanned["ss_within"] <= 0:
+        return math.inf
+    return n / 2.0 * math.log(anchored["ss_within"] / scanned["ss_within"])
+
+
 def _rollout_moved_its_nodes(
     batch: SeriesBatch,
     change: ChangePoint,
@@ -916,8 +925,9 @@ def _rollout_moved_its_nodes(
             & (rollouts["to_version"] == version.to_version)
             & ((rollouts["changed_at"] - version.changed_at).abs() <= ROLLOUT_WINDOW)
         ]
-        wave = set(same["node"]) - set(moved_nodes := moved["node"])
-        if len(wave) + len(set(moved_nodes)) < MIN_ROLLOUT_NODES:
+        own = set(moved["node"])
+        wave = set(same["node"]) - own
+        if len(wave | own) < MIN_ROLLOUT_NODES:
             continue  # too few nodes to judge by how many moved
         day = version.changed_at.date()
         hit = {

@@ -13,7 +13,8 @@ companions) belong to one group when they are linked by a chain of pairs that ea
   ramp's split, not near its onset), and
 
   (an excess fault rate, `shape` 'rate', is a condition from its onset to the window's end: a row within
-  that span, or up to 2 days before it, is near it; two excess fault rates of one metric on racks or nodes of
+  that span, or up to 2 days before it, is near it, and an availability row the other way too, the node back
+  up after its faults; two excess fault rates of one metric on racks or nodes of
   the same cluster are nested: one batch of hardware spans racks), and
 * the same spine factor (``factor_of``): a spine factor row is its own factor, a goodput row that of its
   `top_factor`, a companion (SM clock, power, thermal, probes: how fast the GPUs compute) program goodput,
@@ -101,6 +102,9 @@ from perf_assets.lib.incident_joins import (
 from perf_assets.lib.topology import GRAIN_RANK, Topology
 
 GROUP_WINDOW_DAYS = 2
+# Under an elevated fault rate its entities' availability falls and comes back as faults come and go: a change of
+# these metrics in either direction inside the rate's span is explained by it (``ongoing``)
+FAULT_RETURN_METRICS = ("availability",)
 GROUP_COLUMNS = ["group_id", "root_regression_id", "is_root", "children", "joined_because"]
 
 
@@ -275,8 +279,13 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
 
     def ongoing(condition: dict, other: dict) -> bool:
         """An elevated fault rate (shape 'rate') lasts from its onset to its window's end: a change of the other
-        row inside that span is explained by it (the availability dips of a bad batch's faults)."""
+        row inside that span in the rate's direction is explained by it (the availability dips of a bad batch's
+        faults), and so is a ``FAULT_RETURN_METRICS`` change the other way (the node back up after them: fleet-1k
+        seed 112's h100-east-n36, down on 10-11 to 10-13 in the bad batch of racks r9 and r10, availability +22 %
+        on 10-14, an alert of its own inside the noise-burst decoy of that day)."""
         if condition.get("shape") != "rate":
+            return False
+        if other["change_kind"] != condition["change_kind"] and other["metric"] not in FAULT_RETURN_METRICS:
             return False
         end = condition.get("after_end_date")
         end_day = as_day(end) if end is not None and not pd.isna(end) else condition["as_day"]
@@ -299,7 +308,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         )
 
     def linked_in_time(a: dict, b: dict) -> bool:  # between rows below the fleet: near, or inside a condition
-        return near(a, b) or (a["change_kind"] == b["change_kind"] and (ongoing(a, b) or ongoing(b, a)))
+        return near(a, b) or ongoing(a, b) or ongoing(b, a)
 
     def same_factor(a: dict, b: dict) -> bool:
         return a["_factor"] is None or b["_factor"] is None or a["_factor"] == b["_factor"]
