@@ -178,6 +178,19 @@ def test_two_incidents_of_one_cluster_on_different_factors_are_two_groups():
     assert len({groups[0], groups[1], groups[4]}) == 3
 
 
+def test_a_node_whose_job_peers_are_a_rollout_cohort_joins_the_cohort_s_incident():
+    # fleet-1k seed 116: the image stall on h200-east-n25..n28 (10-07) showed only in its cohort's canary row;
+    # n29-n31 ran jobs with those nodes and lost 4.4-6.0 % of program goodput that day, a group of their own
+    cohort = row("h100-n1+h100-n2", grain="cohort", day=6, metric="program_goodput", effect=-0.039)
+    peer = row("h100-n3", grain="node", day=6, metric="program_goodput", effect=-0.06, job_peer_nodes='["h100-n2"]')
+    assert group_regressions(frame(cohort, peer), TOPOLOGY)["group_id"].nunique() == 1
+    # other job peers, or three days later: no link
+    stranger = peer | {"job_peer_nodes": '["h100-n4"]'}
+    later = row("h100-n3", grain="node", day=9, metric="program_goodput", effect=-0.06, job_peer_nodes='["h100-n2"]')
+    for other in (stranger, later):
+        assert group_regressions(frame(cohort, other), TOPOLOGY)["group_id"].nunique() == 2
+
+
 def test_an_onset_the_window_cannot_place_is_the_first_excess_fault():
     counts = np.zeros(28)
     counts[[5, 17, 20]] = 1  # three faults from day 5: ((3 + 1) * 5.5 - 28) / 3 < 1

@@ -24,9 +24,9 @@ companions) belong to one group when they are linked by a chain of pairs that ea
 * nested scopes: one entity inside the other (a node in its cluster, a GPU in its node, the same entity
   with another metric), by the inventory topology, or job co-membership: two node (or GPU) rows whose nodes
   ran in one allocation around the change day (column `job_peer_nodes`, written by detection.py when it
-  has the allocations). A synchronous job runs at its slowest node's pace, so an incident on one node
-  changes its job peers the same way on the same days; without this link they were separate groups, i.e.
-  false alarms next to the incident.
+  has the allocations), a rollout cohort's row standing for its nodes. A synchronous job runs at its slowest
+  node's pace, so an incident on one node changes its job peers the same way on the same days; without this
+  link they were separate groups, i.e. false alarms next to the incident.
 
 Three rules keep these links from chaining separate incidents into one (incident_joins.py): job co-membership links
 two rows only when one of them is of a metric the job's pace moves (not two nodes' own hardware measurements: thermal

@@ -74,6 +74,8 @@ from datetime import date, timedelta
 import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
+from perf_assets.lib.rollout_canary import COHORT_GRAIN
+from perf_assets.lib.topology import cohort_nodes
 
 GROUP_WINDOW_DAYS = 2  # grouping.GROUP_WINDOW_DAYS (not imported: grouping imports this module)
 LATE_DAYS = 7  # a rollout's step is seen late at most this many days after the rollout
@@ -393,6 +395,13 @@ JOB_PEER_DAYS = 1  # a job's peers slow with the node on the same days: splits a
 OWN_MEASUREMENTS = HARDWARE_METRICS + ("clock_ratio", "probe_gemm_ratio", "down_share")
 
 
+def _row_nodes(row: dict) -> set[str]:
+    """The nodes a row stands for in job co-membership: its node (a node's, a GPU's), a cohort's nodes, else none."""
+    if row["_node"] is not None:
+        return {row["_node"]}
+    return cohort_nodes(str(row["entity_id"])) if row["grain"] == COHORT_GRAIN else set()
+
+
 def job_peer_link(a: dict, b: dict) -> bool:
     """Job co-membership joins two node (or GPU) rows only when one of them is of a metric the job's pace moves.
 
@@ -404,10 +413,17 @@ def job_peer_link(a: dict, b: dict) -> bool:
     h200-east-n10's HBM decay (its HBM probe, split 10-19) shared jobs and were one group, which matched neither.
 
     The peers' change comes on the same days as the node's: splits more than ``JOB_PEER_DAYS`` apart are not one
-    job's pace (the ± 2 days of ``GROUP_WINDOW_DAYS`` let a chain of job peers walk from one incident to the next)."""
-    if a["_node"] is None or b["_node"] is None or a["_node"] == b["_node"]:
+    job's pace (the ± 2 days of ``GROUP_WINDOW_DAYS`` let a chain of job peers walk from one incident to the next).
+
+    A rollout cohort's row (``rollout_canary``: the nodes that took one configuration change, against their untouched
+    peers) stands for its nodes: a node whose job peers include one of them is linked to it (fleet-1k seed 116: the
+    image stall on h200-east-n25..n28 of 10-07, seen only by its cohort's canary, -3.9 %; h200-east-n29, n30 and n31
+    ran jobs with those nodes and lost 4.4-6.0 % of program goodput that day, a group of their own inside the
+    diurnal decoy)."""
+    a_nodes, b_nodes = _row_nodes(a), _row_nodes(b)
+    if not a_nodes or not b_nodes or a_nodes & b_nodes:
         return False
-    if b["_node"] not in a["_job_peers"] and a["_node"] not in b["_job_peers"]:
+    if not (b_nodes & a["_job_peers"]) and not (a_nodes & b["_job_peers"]):
         return False
     if abs((a["_link_day"] - b["_link_day"]).days) > JOB_PEER_DAYS:
         return False

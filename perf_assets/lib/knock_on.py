@@ -60,11 +60,11 @@ Five kinds, each a plain function over the rows of `regressions` (detection.py w
   node- or GPU-grain ``power_ratio`` row is expected (``power_alone``) when, within ``GROUP_WINDOW_DAYS`` of its
   split, no row of another metric of its node or of that node's GPUs changed (but ``JOB_MIX_METRICS``: a node
   the scheduler drained or refilled runs other jobs, which is the job mix itself), none of its node's power rows
-  moved by ``POWER_ALONE_MAX_EFFECT`` or more, and its own node had no configuration change (``own_cause``: a
-  lowered power limit is a cause of its own) but one its rollout's other nodes do not support
+  moved by ``POWER_ALONE_MAX_EFFECT`` or more, and its own node had no configuration change with it (``own_cause``:
+  a lowered power limit is a cause of its own), or only one that its rollout's other nodes do not support
   (``unsupported_rollout``, as for job peers: fleet-1k seed 111's null firmware rollout to h100-west, on whose
   10-14 h100-west-n12 alone drew 3.0 % more). fleet-1k seeds 1, 2 and 107-112 (docs/detection.md, "Power
-  alone"): 8 of the 24 false alarms were groups of only power rows, each move 3.0-4.0 %; every labelled
+  alone"): 8 of the 18 false alarms were groups of only power rows, each move 3.0-4.0 %; every labelled
   incident whose group held power rows moved another metric too (the power caps' clocks -9 % with power
   -23 to -30 %, the NCCL rollouts' program goodput, the HBM decays' probe). A GPU whose node is unknown is not
   set aside (unknown is not evidence).
