@@ -123,7 +123,9 @@ def replay(
             found = detect_day(today, day)
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
-                found.to_parquet(cached)
+                table = found.copy()
+                table.attrs = {}  # parquet keeps JSON attrs only, and `canaries` is a frame: the table is the cache
+                table.to_parquet(cached)
         detect_s = time.perf_counter() - t0
         now = datetime.combine(day + timedelta(days=1), clock(6), tzinfo=timezone.utc)
         # alert_outbox reads the published snapshot: dates as datetime.date, as published_frame gives them
