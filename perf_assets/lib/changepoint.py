@@ -1027,6 +1027,52 @@ def pooled_effect_interval(
     return _bootstrap_intervals(items, numc, denc, replace(config, statistic="student"))[0]
 
 
+def _measured_fields(summary: dict, config: DetectorConfig) -> dict:
+    """The fields of a ``ChangePoint`` that its split's summary (``_split_summary``) gives: counts, levels, sums,
+    effects, Welch interval, verdict and shape (not the scan's evidence, the bootstrap interval or the direction)."""
+    return {
+        "n_before": int(summary["n_before"]),
+        "n_after": int(summary["n_after"]),
+        "before_level": float(summary["before_level"]),
+        "after_level": float(summary["after_level"]),
+        "before_numerator": float(summary["before_numerator"]),
+        "before_denominator": float(summary["before_denominator"]),
+        "after_numerator": float(summary["after_numerator"]),
+        "after_denominator": float(summary["after_denominator"]),
+        "relative_effect": float(summary["relative_effect"]),
+        "mean_log_difference": float(summary["mean_log_difference"]),
+        "verdict": "confirmed" if int(summary["n_after"]) >= config.confirm_points else "provisional",
+        "shape": "drift" if bool(summary["drift"]) else "step",
+        "welch_ci_low": float(summary["welch_ci_low"]),
+        "welch_ci_high": float(summary["welch_ci_high"]),
+        "absolute_effect": float(summary["absolute_effect"]),
+    }
+
+
+def measured_at(
+    change: ChangePoint,
+    numerators: np.ndarray,
+    denominators: np.ndarray,
+    lo: int,
+    split: int,
+    hi: int,
+    config: DetectorConfig = DEFAULT_CONFIG,
+) -> ChangePoint | None:
+    """``change`` with its split moved to ``split`` (``measure_split`` over ``[lo, hi)``): counts, levels, sums, effects,
+    both intervals, verdict and shape at that split; the scan's p, q, statistic and test kept (the evidence that the
+    series changed). None where ``measure_split`` is."""
+    measured = measure_split(numerators, denominators, lo, split, hi, config)
+    if measured is None:
+        return None
+    return replace(
+        change,
+        index=split,
+        **_measured_fields(measured, config),
+        ci_low=measured["ci_low"],
+        ci_high=measured["ci_high"],
+    )
+
+
 def measure_split(
     numerators: np.ndarray,
     denominators: np.ndarray,
@@ -1042,18 +1088,14 @@ def measure_split(
     (``ci_low``, ``ci_high``) and ``p_value``, the merge test's two-sided p at that split without the Bonferroni
     factor for a chosen split (``_merge_pvalues``); ``interval=False`` leaves out the bootstrap (NaN), the costly part.
     None with fewer than ``min_segment`` valid points on a side."""
-    y, valid = series_values(
-        np.asarray(numerators, dtype=float)[None, lo:hi],
-        np.asarray(denominators, dtype=float)[None, lo:hi],
-        config.scale,
-    )
+    num = np.asarray(numerators, dtype=float)[None, lo:hi]
+    den = np.asarray(denominators, dtype=float)[None, lo:hi]
+    y, valid = series_values(num, den, config.scale)
     columns = np.flatnonzero(valid[0])
     k, length = int((columns < split - lo).sum()), int(columns.size)
     if k < config.min_segment or length - k < config.min_segment:
         return None
-    yc = y[:, columns]
-    numc = np.asarray(numerators, dtype=float)[None, lo:hi][:, columns]
-    denc = np.asarray(denominators, dtype=float)[None, lo:hi][:, columns]
+    yc, numc, denc = y[:, columns], num[:, columns], den[:, columns]
     items = [(0, 0, k, length)]
     summary = _summaries(items, yc, numc, denc, config)[0]
     ci_low, ci_high = _bootstrap_intervals(items, numc, denc, config)[0] if interval else (math.nan, math.nan)
@@ -1321,35 +1363,21 @@ def detect(
     for (row, _, mid, _), summary, (ci_low, ci_high), (p, q, t), mp in zip(
         items, summaries, intervals, evidence, merge_p
     ):
-        effect = float(summary["relative_effect"])
-        absolute = float(summary["absolute_effect"])
+        measured = _measured_fields(summary, config)
+        effect, absolute = measured["relative_effect"], measured["absolute_effect"]
         rising = effect > 0 if math.isfinite(effect) and effect != 0 else absolute > 0 or (absolute == 0 and t > 0)
         found.append(
             ChangePoint(
                 series_index=row,
                 index=int(order[row, mid]),
-                n_before=int(summary["n_before"]),
-                n_after=int(summary["n_after"]),
-                before_level=float(summary["before_level"]),
-                after_level=float(summary["after_level"]),
-                before_numerator=float(summary["before_numerator"]),
-                before_denominator=float(summary["before_denominator"]),
-                after_numerator=float(summary["after_numerator"]),
-                after_denominator=float(summary["after_denominator"]),
-                relative_effect=effect,
+                **measured,
                 ci_low=ci_low,
                 ci_high=ci_high,
                 p_value=p,
                 statistic=t,
                 test=test_name,
-                mean_log_difference=float(summary["mean_log_difference"]),
                 q_value=q,
                 direction="up" if rising else "down",
-                verdict="confirmed" if int(summary["n_after"]) >= config.confirm_points else "provisional",
-                shape="drift" if bool(summary["drift"]) else "step",
-                welch_ci_low=float(summary["welch_ci_low"]),
-                welch_ci_high=float(summary["welch_ci_high"]),
-                absolute_effect=absolute,
                 merge_p_value=float(mp) if merge_tested(row, mid) else None,
             )
         )

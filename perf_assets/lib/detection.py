@@ -21,7 +21,14 @@ import pandas as pd
 
 from perf_assets.lib.bursts import scan_burst
 from perf_assets.lib.causes import dimension_changes, rank_causes
-from perf_assets.lib.changepoint import ChangePoint, DetectorConfig, benjamini_hochberg, detect, measure_split
+from perf_assets.lib.changepoint import (
+    ChangePoint,
+    DetectorConfig,
+    benjamini_hochberg,
+    detect,
+    measure_split,
+    measured_at,
+)
 from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.grouping import FACTOR_OF_METRIC
 from perf_assets.lib.knock_on import (
@@ -32,6 +39,7 @@ from perf_assets.lib.knock_on import (
     no_demand_knock_ons,
     pace_companions,
     power_alone,
+    rollout_wave,
 )
 from perf_assets.lib.mix_partner import AllocationChange, describe_partner, partner_tests
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
@@ -855,28 +863,7 @@ def rollout_anchored(
                 }
             )
         )
-        measured = measure_split(batch.numerators[row], batch.denominators[row], start, at, stop, config)  # + interval
-        anchored = dataclasses.replace(
-            change,
-            index=at,
-            n_before=int(measured["n_before"]),
-            n_after=int(measured["n_after"]),
-            before_level=measured["before_level"],
-            after_level=measured["after_level"],
-            before_numerator=measured["before_numerator"],
-            before_denominator=measured["before_denominator"],
-            after_numerator=measured["after_numerator"],
-            after_denominator=measured["after_denominator"],
-            relative_effect=effect,
-            ci_low=measured["ci_low"],
-            ci_high=measured["ci_high"],
-            mean_log_difference=measured["mean_log_difference"],
-            absolute_effect=measured["absolute_effect"],
-            welch_ci_low=measured["welch_ci_low"],
-            welch_ci_high=measured["welch_ci_high"],
-            shape="drift" if measured["drift"] else "step",
-            verdict="confirmed" if measured["n_after"] >= config.confirm_points else "provisional",
-        )
+        anchored = measured_at(change, batch.numerators[row], batch.denominators[row], start, at, stop, config)
         note = (
             f"{change.test}; dated to its node's {what} of {day}: the scan split on {split_day} "
             f"({change.relative_effect:+.1%}, p {change.p_value:.2g}); at {day} {effect:+.1%}, "
@@ -919,14 +906,9 @@ def _rollout_moved_its_nodes(
     ):
         return True
     for version in moved[["component", "from_version", "to_version", "changed_at"]].itertuples(index=False):
-        same = rollouts[
-            (rollouts["component"] == version.component)
-            & (rollouts["from_version"] == version.from_version)
-            & (rollouts["to_version"] == version.to_version)
-            & ((rollouts["changed_at"] - version.changed_at).abs() <= ROLLOUT_WINDOW)
-        ]
         own = set(moved["node"])
-        wave = set(same["node"]) - own
+        wave = rollout_wave(rollouts, version.component, version.from_version, version.to_version, version.changed_at)
+        wave -= own
         if len(wave | own) < MIN_ROLLOUT_NODES:
             continue  # too few nodes to judge by how many moved
         day = version.changed_at.date()

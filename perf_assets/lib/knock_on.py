@@ -193,6 +193,15 @@ def _rollout_rows(regressions: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def rollout_wave(rollouts: pd.DataFrame, component: str, old: str, new: str, when: pd.Timestamp) -> set[str]:
+    """The nodes of ``rollouts`` (``detection.software_changes``) that got ``component`` from ``old`` to ``new``
+    within a day of ``when``: one rollout's wave."""
+    same = rollouts[
+        (rollouts["component"] == component) & (rollouts["from_version"] == old) & (rollouts["to_version"] == new)
+    ]
+    return set(same.loc[(same["changed_at"] - when).abs() <= pd.Timedelta(days=1), "node"])
+
+
 def unsupported_rollout(row: dict, events: list[dict], rollouts: pd.DataFrame | None) -> bool:
     """Whether every configuration change the node row came with is one its peers' data do not support: it reached
     at least ``MIN_ROLLOUT_NODES`` nodes (those that got the same component versions within a day of this node),
@@ -214,8 +223,7 @@ def unsupported_rollout(row: dict, events: list[dict], rollouts: pd.DataFrame | 
         own = same.loc[same["node"] == node, "changed_at"]
         if own.empty:
             return False
-        when = own.min()
-        wave = set(same.loc[(same["changed_at"] - when).abs() <= pd.Timedelta(days=1), "node"])
+        wave = rollout_wave(same, component, old, new, own.min())
         if len(wave) < MIN_ROLLOUT_NODES:
             return False
         moved = set()
