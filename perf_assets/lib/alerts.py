@@ -39,6 +39,7 @@ from filelock import FileLock
 
 from perf_assets.lib.alert_text import finite_number, lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
+from perf_assets.lib.established import not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
 from perf_assets.lib.topology import Topology, cohort_nodes
 
@@ -313,6 +314,7 @@ def build_incidents(
                 "top_cause": cause[0] if cause else None,
             }
             | _expected_because(headline, records)
+            | _not_established(records)
         )
     return sorted(incidents, key=lambda item: (item["grain"], item["entity_id"], item["change_date"]))
 
@@ -338,6 +340,13 @@ def _joined_because(row: dict) -> dict:
     incident (a rollout's step seen late, a fleet change that came with the incident's rollout); else nothing."""
     reason = row.get("joined_because")
     return {"joined_because": reason} if isinstance(reason, str) and reason else {}
+
+
+def _not_established(records: list[dict]) -> dict:
+    """``{"not_established": why}`` when the 95 % interval of every change of the group that nothing explains
+    includes zero (perf_assets/lib/established.py): such an incident opens no alert yet."""
+    reason = not_established(records)
+    return {"not_established": reason} if reason else {}
 
 
 def _expected_because(headline: dict, records: list[dict]) -> dict:
@@ -665,6 +674,7 @@ class UpsertResult:
     updated: list[dict] = field(default_factory=list)
     escalated: list[dict] = field(default_factory=list)  # updated alerts whose severity rose to a new level
     unchanged: int = 0
+    not_established: list[dict] = field(default_factory=list)  # new incidents whose evidence opens no alert yet
     auto_resolved: list[dict] = field(default_factory=list)
 
 
@@ -813,6 +823,10 @@ def upsert_incidents(
 ) -> UpsertResult:
     """Open an alert per new incident (or store it as `expected` when an annotation covers it).
 
+    A new incident that is not established (its `not_established`: the 95 % interval of every change nothing
+    explains includes zero, perf_assets/lib/established.py) opens nothing yet (``result.not_established``); a stored
+    alert that it matches is updated as usual.
+
     An incident that matches a stored alert (``find_match``) opens nothing; when its evidence
     changed (the change point moved a day, a factor joined) the alert gets an `updated` event.
     One alert takes the evidence of one incident per run, the first (incidents come sorted by
@@ -859,6 +873,9 @@ def upsert_incidents(
                     result.updated.append(match)
                 else:
                     result.unchanged += 1
+                continue
+            if incident.get("not_established"):
+                result.not_established.append(incident)  # no alert until a later run's interval excludes zero
                 continue
             alert = dict(incident) | assess(incident, tree, installed_gs, config)
             cluster = (

@@ -20,6 +20,7 @@ import pandas as pd
 
 from perf_assets.lib.causes import CANDIDATE_DIMENSIONS
 from perf_assets.lib.detection import SPINE_FACTORS
+from perf_assets.lib.established import not_established
 from perf_assets.lib.grouping import group_regressions
 from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.topology import Topology
@@ -328,6 +329,10 @@ def evaluate(
     # neither a detection nor a false alarm; they leave the precision's denominator, as recoveries do
     expected_groups = [group for group in groups if all(_expected(row) for row in group.rows)]
     groups = [group for group in groups if not all(_expected(row) for row in group.rows)]
+    # not established: every change nothing explains has an interval that includes zero (established.py); opens no
+    # alert, so it is neither a detection nor a false alarm either
+    unestablished = [(group, reason) for group in groups if (reason := not_established(group.rows))]
+    groups = [group for group in groups if not any(group is other for other, _ in unestablished)]
     real = [label for label in labels if not label.get("decoy")]
     decoys = [label for label in labels if label.get("decoy")]
 
@@ -586,6 +591,7 @@ def evaluate(
         "recovery_groups": [summary for _, summary in recoveries],
         "receiving_groups": [summary for _, summary in receiving],
         "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
+        "unestablished_groups": [group.summary() | {"not_established": reason} for group, reason in unestablished],
         "overall": {
             "precision": overall_precision,
             "recall": overall_recall,
@@ -685,6 +691,8 @@ def table_markdown(report: dict) -> str:
         ),
         "- expected (every change explained by a known cause, regressions.expected_because; not scored): "
         + (", ".join(f"{g['root']} {g['change_date']}" for g in report.get("expected_groups", [])) or "none"),
+        "- not established (every unexplained change's 95% interval includes zero; opens no alert; not scored): "
+        + (", ".join(f"{g['root']} {g['change_date']}" for g in report.get("unestablished_groups", [])) or "none"),
         f"- factor accuracy: {_fmt(report['factor_accuracy'])}",
         f"- cause accuracy (top candidate): {_fmt(report['cause_accuracy'])}, ties at the top {report['cause_accuracy']['ties_at_top']}, "
         f"not assessed {len(report['cause_accuracy']['not_assessed'])}",

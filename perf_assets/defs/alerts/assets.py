@@ -82,6 +82,8 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
         context.log.warning(f"ESCALATED {alert['alert_id']} {escalation_text(alert['escalation'])}: {alert['summary']}")
     for alert in result.expected:
         context.log.info(f"expected ({alert['expected_by']['id']}): {alert['summary']}")
+    for incident in result.not_established:
+        context.log.info(f"not established, no alert yet: {incident['summary']} ({incident['not_established']})")
     for alert in reopened:
         annotation = (alert.get("withdrawn_annotation") or {}).get("id")
         context.log.warning(f"REOPENED (annotation {annotation} withdrawn) {alert['alert_id']}: {alert['summary']}")
@@ -100,6 +102,7 @@ def alert_outbox(context: dg.AssetExecutionContext, perfwh: PerfwhHome) -> dg.Ma
             "alerts_updated": dg.MetadataValue.int(len(result.updated)),
             "alerts_escalated": dg.MetadataValue.int(len(result.escalated)),
             "alerts_unchanged": dg.MetadataValue.int(result.unchanged),
+            "incidents_not_established": dg.MetadataValue.int(len(result.not_established)),
             "alerts_auto_resolved": dg.MetadataValue.int(len(resolved)),
             "unresolved_alerts": dg.MetadataValue.int(sum(statuses.get(status, 0) for status in ACTIVE_STATUSES)),
             "alerts_by_status": dg.MetadataValue.json(statuses),

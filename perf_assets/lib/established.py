@@ -1,0 +1,61 @@
+"""Whether an incident's evidence establishes a change: what an alert needs before it opens.
+
+Every detected change carries a test (its scan's permutation p, with Benjamini-Hochberg q) and a 95 % interval
+of its relative effect (the bootstrap's; a sparse test's own interval). The two can disagree at the end of the
+window: with two or three days after the split, the scan can find its best split significant among all splits
+while the resampled effect still reaches zero. The evidence then says "something may have moved", not by how much
+or in which direction for certain, and a page on it asks a person to chase a change that may not exist.
+
+An incident is **not established** when every row of it that nothing explains (no ``expected_because``) has a
+finite 95 % interval that includes zero. It is kept, scored aside by the evaluation (``unestablished_groups``),
+and opens no alert (alerts.py, ``upsert_incidents``); a later run whose interval excludes zero opens it then, as
+a new incident: the interval narrows as days follow the split. A row without a finite interval (unknown) never
+counts as one that includes zero: unknown is not "no change".
+
+Measured on fleet-1k seeds 1, 2 and 110-117 (docs/detection.md, "Not established"): of the groups that were not
+all knock-ons, two had only such rows, both false alarms and neither matched any label: seed 117's cluster
+h200-east program goodput +1.4 % [-0.7 %, +3.7 %] of 10-28 (three days after, inside the null-image decoy) and
+seed 113's cluster h100-east goodput +6.9 % [-0.2 %, ...] of 10-28 (a duplicate of the torch upgrade's group).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def interval_includes_zero(row: dict) -> bool:
+    """The row's 95 % interval (``ci_low``, ``ci_high``) is known and contains zero."""
+    low, high = _finite(row.get("ci_low")), _finite(row.get("ci_high"))
+    return low is not None and high is not None and low <= 0.0 <= high
+
+
+def not_established(rows: list[dict]) -> str | None:
+    """The reason an incident of these rows is not established (module docstring), None when it is: some row that
+    nothing explains has an interval that excludes zero or is unknown, or every row is explained (a knock-on group,
+    which ``expected_because`` describes instead)."""
+    live = [row for row in rows if not _explained(row)]
+    if not live or not all(interval_includes_zero(row) for row in live):
+        return None
+    shown = "; ".join(
+        f"{row['grain']}/{row['entity_id']}/{row['metric']} {float(row['relative_effect']):+.1%} "
+        f"[{float(row['ci_low']):+.1%}, {float(row['ci_high']):+.1%}]"
+        for row in sorted(live, key=lambda row: -abs(_finite(row.get("relative_effect")) or 0.0))[:3]
+    )
+    more = f" and {len(live) - 3} more" if len(live) > 3 else ""
+    return (
+        f"not established: the 95% interval of every change nothing explains includes zero ({shown}{more}); "
+        "an alert opens when a later run's interval excludes it"
+    )
+
+
+def _explained(row: dict) -> bool:
+    reason = row.get("expected_because")
+    return isinstance(reason, str) and bool(reason)
+
+
+def _finite(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
