@@ -115,8 +115,8 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
 
     An alert counts for the label it matches best (scope overlap and change day within MATCH_DAYS of the
     label's start, as in evaluation.py, the change day being the one the alert opened with or the one it
-    holds now, the two days the store's dedup compares; the nearest start day, then a label of the alert's direction, then
-    the label order), so one alert near two labels (a cluster's checkpoint slowdown two days before a mix
+    holds now, the two days the store's dedup compares; the nearest start day, then a label of the alert's direction,
+    then a label whose factor is among the alert's spine factors, then the label order), so one alert near two labels (a cluster's checkpoint slowdown two days before a mix
     shift there) is not counted twice; `alerts_matching_several_labels` lists those. Only alerts that paged
     count (`was_paged`). An improvement label (direction improvement) is `noticed` when an improvement
     notice of the store matches it: improvements are recorded, never paged (docs/alerts.md).
@@ -134,9 +134,13 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         for order, label in enumerate(labels):
             days = distance(alert, label)
             if days is not None:
-                ranked.append((days, label.get("direction") != alert["direction"], order, label["incident_id"]))
+                factors = set(alert.get("factors") or []) | set(alert.get("dedup_factors") or [])
+                other_factor = label.get("factor") not in factors
+                ranked.append(
+                    (days, label.get("direction") != alert["direction"], other_factor, order, label["incident_id"])
+                )
         ranked.sort()
-        return (ranked[0][3] if ranked else None), [item[3] for item in ranked]
+        return (ranked[0][-1] if ranked else None), [item[-1] for item in ranked]
 
     real = [label["incident_id"] for label in labels if not label.get("decoy")]
     decoys = [label["incident_id"] for label in labels if label.get("decoy")]

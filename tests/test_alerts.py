@@ -916,6 +916,47 @@ def test_the_clusters_change_seen_alone_later_is_the_alert_that_holds_it_as_a_ch
     assert len(upsert(tmp_path, regression("2026-11-12", metric="power_ratio"), topology=topology).opened) == 1
 
 
+def test_one_incident_whose_headline_moves_to_an_entity_it_held_as_a_child_is_one_alert(tmp_path):
+    """fleet-1k seed 113 (bench/replay_alerts.py): the bad batch of h100-east opened on rack r9's fault rate of 10-01
+    with rack r10's of 10-02 as a child; the 10-09 run rooted the same group at r10, r9 its child, and paged again.
+    Two racks are not nested: only the children say it is one incident."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(
+        pd.DataFrame(
+            [
+                {"cluster": "alpha", "rack": f"alpha-r{r}", "node": f"alpha-n{r}{i}", "gpu_uuid": f"GPU-{r}{i}"}
+                for r in (1, 2, 3)
+                for i in (1, 2)
+            ]
+        )
+    )
+
+    def rack(name: str, day: str, child: tuple[str, str] | None) -> dict:
+        (incident,) = build_incidents(
+            frame(regression(day, grain="rack", entity=name, metric="xid_node_faults", effect=9.0, ci=(3.4, 20.0))),
+            topology,
+        )
+        if child is None:
+            return incident | {"children": []}
+        return incident | {
+            "children": [{"grain": "rack", "entity_id": child[0], "metric": "xid_node_faults", "change_date": child[1]}]
+        }
+
+    first = upsert_incidents(tmp_path, [rack("alpha-r1", "2026-10-01", ("alpha-r2", "2026-10-02"))], now=NOW)
+    rerooted = upsert_incidents(
+        tmp_path, [rack("alpha-r2", "2026-10-02", ("alpha-r1", "2026-10-01"))], now=NOW, topology=topology
+    )
+    assert len(first.opened) == 1 and rerooted.opened == [] and rerooted.unchanged == 1
+    # the held child alone, a later run's root with no children: still the alert that holds it
+    alone = upsert_incidents(tmp_path, [rack("alpha-r2", "2026-10-03", None)], now=NOW, topology=topology)
+    assert alone.opened == [] and alone.unchanged == 1
+    # a rack neither held nor holding: another incident; the held rack three days from its child's day: another
+    other = upsert_incidents(tmp_path, [rack("alpha-r3", "2026-10-02", None)], now=NOW, topology=topology)
+    later = upsert_incidents(tmp_path, [rack("alpha-r2", "2026-10-05", None)], now=NOW, topology=topology)
+    assert len(other.opened) == 1 and len(later.opened) == 1
+
+
 # --------------------------------------------------------------------------- dedup across daily runs (bench/soak.py)
 
 
@@ -1041,6 +1082,31 @@ def test_the_soak_counts_each_paged_alert_for_one_label_and_improvements_as_noti
     assert score["alerts"] == 1 and score["stored_never_paged"] == [silent["alert_id"]]
     assert score["decoys_alerted"] == {} and list(score["improvement_labels_noticed"]) == ["torch"]
     assert score["improvement_labels_not_noticed"] == ["mix"]
+
+
+def test_the_soak_gives_an_alert_between_two_labels_to_the_one_of_its_factor(tmp_path):
+    """fleet-1k seed 113's replay: a100-west-n25's fault rate of 10-12 lies one day from the checkpoint slowdown
+    (10-11, runtime goodput) and one from the bad hardware batch (10-13, availability): it is the batch's."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.soak import score_alerts
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"a100": ["a100-n25", "a100-n26"]})
+    scope = {"clusters": ["a100"], "nodes": [], "gpus": []}
+    labels = [
+        {"incident_id": i, "start": f"{day}T00:00:00Z", "direction": "regression", "scope": scope, "factor": f}
+        | {"grain": "cluster", "cluster": "a100"}
+        for i, day, f in (("ckpt", "2026-10-11", "runtime_goodput"), ("batch", "2026-10-13", "availability"))
+    ]
+    faults = regression(
+        "2026-10-12", grain="node", entity="a100-n25", metric="xid_node_faults", effect=14.0, ci=(2, 49)
+    )
+    (alert,) = upsert(tmp_path, faults, topology=topology).opened
+    assert alert["factors"] == ["availability"]
+    score = score_alerts(read_alerts(tmp_path), labels, topology, delivered={alert["alert_id"]: 1})
+    assert score["alerts_per_label"] == {"ckpt": [], "batch": [alert["alert_id"]]}
 
 
 def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_path):

@@ -713,6 +713,13 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     later run (a day further off than the node's) is that alert's, not a page of its own (bench/replay_alerts.py on
     `incidents` seed 1: inc-hbm-decay-h200-n04 headed by h200-n04 from 10-17, cluster h200 of 10-14 on 10-27).
 
+    Beyond nested scopes, an incident matches an alert that held its root entity as a child (``child_days`` not
+    empty), or that it holds as a child itself (the alert's root among the incident's children, compared at that
+    child's change day): one incident whose headline moved to another of its entities between runs, which grouping
+    had put in one group on both runs. fleet-1k seed 113 (bench/replay_alerts.py): the bad hardware batch of
+    h100-east opened on rack r9's fault rate of 10-01 with rack r10's of 10-02 as a child; the 10-09 run rooted
+    the same group at r10, with r9 as its child, and paged it again.
+
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
@@ -737,12 +744,14 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
             continue  # a knock-on alert never takes in a change that nothing explains: that one pages
         if not factors_compatible(alert, incident):
             continue  # another incident of the same scope: a checkpoint slowdown is not a mix shift's idle GPUs
-        same = (alert["grain"], alert["entity_id"]) == scope
-        if not same and not _nested((alert["grain"], alert["entity_id"]), scope, topology):
+        root = (alert["grain"], alert["entity_id"])
+        same = root == scope
+        held, holds = child_days(alert, scope), child_days(incident, root)
+        if not same and not held and not holds and not _nested(root, scope, topology):
             continue
-        anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]}
-        anchors |= child_days(alert, scope)
-        distance = min(abs((date.fromisoformat(anchor) - change).days) for anchor in anchors)
+        anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
+        days = {change} | {date.fromisoformat(day) for day in holds}
+        distance = min(abs((date.fromisoformat(anchor) - day).days) for anchor in anchors for day in days)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
@@ -754,7 +763,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
 
 
 def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:
-    """The change days of the alert's children (``build_incidents``) on the entity ``scope`` (grain, entity)."""
+    """The change days of the alert's (or an incident's) children (``build_incidents``) on the entity ``scope``
+    (grain, entity)."""
     return {
         str(child["change_date"])
         for child in alert.get("children") or []
