@@ -582,6 +582,23 @@ def test_at_the_same_distance_the_best_fitting_scope_wins_not_the_group_id():
         assert match["root"] == "cluster/h100/program_goodput"
 
 
+def test_at_the_same_distance_the_label_of_the_groups_factor_wins_before_the_scope_fit():
+    """fleet-1k seed 119: the cluster's availability group of the bad batch (four nodes) also held a node's fault rate
+    of 10-21, the cluster-wide driver rollout's day; both labels at distance 0, the rollout's scope fit the cluster
+    group best, so the rollout took it (factor wrong), the batch was missed and the rollout's own 48-row program
+    goodput group counted as a false alarm."""
+    rollout = label("rollout", day=10, grain="cluster", nodes=tuple(sorted(TOPOLOGY.nodes_of("cluster", "h100"))))
+    batch = label("batch", kind="bad_hardware_batch", day=10, nodes=("h100-n1", "h100-n2"), factor="availability")
+    availability = row("h100", metric="availability", day=10, top_factor="availability")
+    pace = row("h100", metric="program_goodput", day=11, regression_id="pace")
+    report = evaluate(frame(availability, pace), [rollout, batch], TOPOLOGY)
+    assert {m["incident_id"]: m["root"] for m in report["matches"]} == {
+        "batch": "cluster/h100/availability",
+        "rollout": "cluster/h100/program_goodput",
+    }
+    assert report["factor_accuracy"]["value"] == 1.0 and report["false_alarms"]["count"] == 0
+
+
 def test_at_the_same_delay_and_fit_the_group_whose_root_fits_the_label_matches():
     """fleet-1k seed 110: a100-west-n05's thermal throttle of 10-26 headed a group with the cluster's power draw in it,
     and the cluster's allocation fell that day as the mix shift ended, a group of one row. Both groups touch every

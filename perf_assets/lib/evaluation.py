@@ -349,6 +349,7 @@ def evaluate(
         root_nodes = (
             set(topology.nodes_of(str(root["grain"]), str(root["entity_id"]))) if root["grain"] != "fleet" else set()
         )
+        factor = group.top_factor()
         for l_index, label in enumerate(real):
             start = _label_day(label["start"])
             # the matching row moves the label's way: an improvement does not detect a regression (a throttle's
@@ -365,7 +366,9 @@ def evaluate(
                 pairs.append(
                     (
                         distance,
-                        -scope_fit(group_nodes, label),  # a tie: the label whose scope the group fits best
+                        # a tie: the label whose factor the group names (its top factor, as "right factor" reads it)
+                        not (label.get("factor") and factor == label["factor"]),
+                        -scope_fit(group_nodes, label),  # then the label whose scope the group fits best
                         -scope_fit(root_nodes, label),  # then the group whose root (what its alert names) fits best
                         start,
                         group.change_date,
@@ -377,7 +380,7 @@ def evaluate(
                         row,
                     )
                 )
-    pairs.sort(key=lambda item: item[:7])
+    pairs.sort(key=lambda item: item[:8])
     matched_groups: dict[int, tuple[int, int, dict]] = {}
     matched_labels: set[int] = set()
     for *_, g_index, l_index, delay, row in pairs:
