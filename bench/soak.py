@@ -116,10 +116,11 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     An alert counts for the label it matches best (scope overlap and change day within MATCH_DAYS of the
     label's start, as in evaluation.py, the change day being the one the alert opened with or the one it
     holds now, the two days the store's dedup compares; the nearest start day, then a label of the alert's direction,
-    then a label whose factor is among the alert's spine factors, then the label order), so one alert near two labels (a cluster's checkpoint slowdown two days before a mix
-    shift there) is not counted twice; `alerts_matching_several_labels` lists those. Only alerts that paged
-    count (`was_paged`). An improvement label (direction improvement) is `noticed` when an improvement
-    notice of the store matches it: improvements are recorded, never paged (docs/alerts.md).
+    then a label whose factor is among the alert's spine factors, then the label order), so one alert near two
+    labels (a cluster's checkpoint slowdown two days before a mix shift there) is not counted twice;
+    `alerts_matching_several_labels` lists those. Only alerts that paged count (`was_paged`). An improvement label
+    (direction improvement) is `noticed` when an improvement notice of the store matches it: improvements are
+    recorded, never paged (docs/alerts.md).
     """
     from perf_assets.lib.evaluation import MATCH_DAYS, overlaps
 
