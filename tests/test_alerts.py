@@ -1084,6 +1084,40 @@ def test_the_soak_counts_each_paged_alert_for_one_label_and_improvements_as_noti
     assert score["improvement_labels_not_noticed"] == ["mix"]
 
 
+def test_the_nodes_of_one_rollout_paged_before_their_cluster_moved_are_one_alert(tmp_path):
+    """fleet-1k seed 118's daily path: the a100-west driver rollout of 10-21 showed on the 10-22 run as nodes' program
+    goodput split on 10-20, each a group of its own (no cluster row yet), and paged as three alerts."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"a100": [f"a100-n{i:02d}" for i in range(1, 33)]})
+    driver = {"component": "driver", "from": "550.54.15", "to": "560.35.03", "nodes": 32, "of_nodes": 32}
+    first_at = {"first_at": "2026-10-21T00:00:00+00:00"}
+
+    def node(name: str, change: dict | None, day: str = "2026-10-20", **extra) -> dict:
+        coinciding = json.dumps([change | first_at] if change else [])
+        return (
+            regression(
+                day,
+                grain="node",
+                entity=name,
+                metric="program_goodput",
+                ci=(-0.09, -0.01),
+                coinciding_changes=coinciding,
+            )
+            | extra
+        )
+
+    run = [node("a100-n01", driver), node("a100-n29", driver), node("a100-n30", driver)]
+    result = upsert_incidents(tmp_path, build_incidents(frame(*run), topology), now=NOW, topology=topology)
+    assert [a["entity_id"] for a in result.opened] == ["a100-n01"] and result.unchanged == 2
+    # another rollout (other versions) on a node of the cluster, and a node with no rollout: their own alerts
+    cuda = driver | {"component": "cuda", "from": "12.4", "to": "12.6"}
+    later = upsert_incidents(
+        tmp_path, build_incidents(frame(node("a100-n02", cuda), node("a100-n03", None)), topology), now=NOW
+    )
+    assert sorted(a["entity_id"] for a in later.opened) == ["a100-n02", "a100-n03"]
+
+
 def test_the_soak_gives_an_alert_between_two_labels_to_the_one_of_its_factor(tmp_path):
     """fleet-1k seed 113's replay: a100-west-n25's fault rate of 10-12 lies one day from the checkpoint slowdown
     (10-11, runtime goodput) and one from the bad hardware batch (10-13, availability): it is the batch's."""

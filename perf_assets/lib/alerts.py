@@ -38,6 +38,7 @@ import yaml
 from filelock import FileLock
 
 from perf_assets.lib.alert_text import finite_number, lost_per_day
+from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.established import not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
@@ -720,6 +721,13 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     h100-east opened on rack r9's fault rate of 10-01 with rack r10's of 10-02 as a child; the 10-09 run rooted
     the same group at r10, with r9 as its child, and paged it again.
 
+    An incident that came with the same rollout as the alert (``rollout_events``: a component, both versions and the
+    day of its first node, in both `coinciding_changes`) matches too: a rollout moves its nodes a day or two before
+    the cluster's change is found, and each node's change is then a group of its own (fleet-1k seed 118,
+    bench/replay_alerts.py: the a100-west driver rollout of 10-21 paged as three node alerts on the 10-22 run, n01,
+    n29 and n30, each of whose program goodput split on 10-20). Matching an alert, not linking rows in grouping,
+    keeps this from chaining: each incident is compared with the alerts' own days.
+
     A resolved alert matches only a change day on or before the day it was resolved: the same old
     change point seen again stays resolved, while a regression that returns after the resolution
     is a new change point and opens a new alert.
@@ -747,7 +755,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         root = (alert["grain"], alert["entity_id"])
         same = root == scope
         held, holds = child_days(alert, scope), child_days(incident, root)
-        if not same and not held and not holds and not _nested(root, scope, topology):
+        rollout = bool(rollout_events(alert) & rollout_events(incident))
+        if not same and not held and not holds and not rollout and not _nested(root, scope, topology):
             continue
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
         days = {change} | {date.fromisoformat(day) for day in holds}
@@ -760,6 +769,17 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def rollout_events(item: dict) -> set[tuple[str, str, str, str]]:
+    """The configuration changes an alert or incident came with (its ``coinciding_changes`` of a
+    ``SOFTWARE_DIMENSIONS`` component), each as (component, from, to, the day of its first node's change): one rollout
+    is one event (as incident_joins.rollout_sizes reads a row's)."""
+    return {
+        (str(change["component"]), str(change.get("from")), str(change.get("to")), str(change.get("first_at"))[:10])
+        for change in item.get("coinciding_changes") or []
+        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS
+    }
 
 
 def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:
