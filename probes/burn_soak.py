@@ -8,7 +8,9 @@ algorithm, which one process and one shape give in practice; ``CUBLAS_WORKSPACE_
 Rows: ``sustained_tflops`` (median over all products, CI), ``sustained_ratio`` (median of the last fifth
 over the first fifth; < 0.90 is droop, judged by the rules), ``mismatched_elements`` (count, summed over
 products), ``sustained_eff_clock`` (the sustained figure over the SM clock it ran at, probes/efficiency.py).
-``inject_fault_at`` flips one element of that product, for tests of the compare path.
+``inject_fault_at`` flips one element of that product, for tests of the compare path. The loop runs at least
+``MIN_PRODUCTS`` products whatever the deadline: a sustained figure needs a median and an interval, and on a loaded
+CPU one 256³ product can outlast a short (0.3 s, ``--quick``) soak (CI: one product of 0.33 s, n = 1).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from probes.records import ProbeResult
 from probes.specs import peak_tflops
 
 PROBE = "burn_soak"
+MIN_PRODUCTS = 5  # products timed and compared however short the soak: a median and its interval need several
 METRICS = (("sustained_tflops", "TFLOP/s"), ("sustained_ratio", "ratio"), ("mismatched_elements", "elements"))
 
 
@@ -75,7 +78,7 @@ def _loop_torch(info: RunInfo, dtype: str, size: int, seconds: float, inject_fau
             i += 1
             if gpu and i % 20 == 0:
                 torch.cuda.synchronize()  # bound the queue so the deadline means device time
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline and i >= MIN_PRODUCTS:
                 break
         if gpu:
             torch.cuda.synchronize()
@@ -101,7 +104,7 @@ def _loop_numpy(size: int, seconds: float, inject_fault_at: int | None, window: 
                 c.reshape(-1)[0] += 1
             mismatches += int(np.count_nonzero(c != first))
             i += 1
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline and i >= MIN_PRODUCTS:
                 break
     return secs, mismatches
 

@@ -73,6 +73,18 @@ def test_burn_soak_compares_bitwise_and_an_injected_fault_is_silent_data_corrupt
     assert sdc.n == faulty["sustained_tflops"].n >= 3
 
 
+def test_a_soak_shorter_than_one_product_still_times_and_compares_several():
+    """CI on a loaded 2-core machine: one 256³ product took 0.33 s of a 0.3 s quick soak, and the sustained row had
+    n = 1 (no interval). The loop runs MIN_PRODUCTS products whatever the deadline."""
+    from probes.burn_soak import MIN_PRODUCTS
+
+    info = new_run(cpu_backend("numpy"), node="node01", started_at=STARTED)
+    rows = {r.metric: r for r in run_burn_soak(info, seconds=0.0, size=64)}
+    sustained = rows["sustained_tflops"]
+    assert sustained.n == rows["mismatched_elements"].n == MIN_PRODUCTS
+    assert sustained.ci_low <= sustained.median <= sustained.ci_high
+
+
 def test_warm_up_samples_count_for_defects_but_idle_only_inside_the_timed_window():
     warmup = [GPU_IDLE, GPU_IDLE, SW_POWER_CAP]
     timed = [SW_POWER_CAP, SW_POWER_CAP, SW_POWER_CAP]
