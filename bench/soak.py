@@ -132,10 +132,10 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
 
     def best_label(alert: dict) -> tuple[str | None, list[str]]:
         ranked = []
+        factors = set(alert.get("factors") or []) | set(alert.get("dedup_factors") or [])
         for order, label in enumerate(labels):
             days = distance(alert, label)
             if days is not None:
-                factors = set(alert.get("factors") or []) | set(alert.get("dedup_factors") or [])
                 other_factor = label.get("factor") not in factors
                 ranked.append(
                     (days, label.get("direction") != alert["direction"], other_factor, order, label["incident_id"])

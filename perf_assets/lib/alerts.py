@@ -38,10 +38,10 @@ import yaml
 from filelock import FileLock
 
 from perf_assets.lib.alert_text import finite_number, lost_per_day
-from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.established import not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
+from perf_assets.lib.incident_joins import rollout_events
 from perf_assets.lib.topology import Topology, cohort_nodes
 
 EVENTS_FILE = "events.jsonl"
@@ -721,7 +721,7 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     h100-east opened on rack r9's fault rate of 10-01 with rack r10's of 10-02 as a child; the 10-09 run rooted
     the same group at r10, with r9 as its child, and paged it again.
 
-    An incident that came with the same rollout as the alert (``rollout_events``: a component, both versions and the
+    An incident that came with the same rollout as the alert (``incident_joins.rollout_events``: a component, both versions and the
     day of its first node, in both `coinciding_changes`) matches too: a rollout moves its nodes a day or two before
     the cluster's change is found, and each node's change is then a group of its own (fleet-1k seed 118,
     bench/replay_alerts.py: the a100-west driver rollout of 10-21 paged as three node alerts on the 10-22 run, n01,
@@ -744,6 +744,7 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
+    rollouts = rollout_events(incident)
     best = None
     for alert in alerts:
         if alert["direction"] != incident["direction"]:
@@ -755,7 +756,7 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         root = (alert["grain"], alert["entity_id"])
         same = root == scope
         held, holds = child_days(alert, scope), child_days(incident, root)
-        rollout = bool(rollout_events(alert) & rollout_events(incident))
+        rollout = bool(rollouts and rollouts & rollout_events(alert))
         if not same and not held and not holds and not rollout and not _nested(root, scope, topology):
             continue
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
@@ -769,17 +770,6 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
-
-
-def rollout_events(item: dict) -> set[tuple[str, str, str, str]]:
-    """The configuration changes an alert or incident came with (its ``coinciding_changes`` of a
-    ``SOFTWARE_DIMENSIONS`` component), each as (component, from, to, the day of its first node's change): one rollout
-    is one event (as incident_joins.rollout_sizes reads a row's)."""
-    return {
-        (str(change["component"]), str(change.get("from")), str(change.get("to")), str(change.get("first_at"))[:10])
-        for change in item.get("coinciding_changes") or []
-        if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS
-    }
 
 
 def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:

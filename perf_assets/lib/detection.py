@@ -905,17 +905,17 @@ def _rollout_moved_its_nodes(
         for split in splits.get(("cluster", metric, rising), {}).get(cluster, [])
     ):
         return True
+    own = set(moved["node"])
     for version in moved[["component", "from_version", "to_version", "changed_at"]].itertuples(index=False):
-        own = set(moved["node"])
         wave = rollout_wave(rollouts, version.component, version.from_version, version.to_version, version.changed_at)
-        wave -= own
         if len(wave | own) < MIN_ROLLOUT_NODES:
             continue  # too few nodes to judge by how many moved
-        day = version.changed_at.date()
+        wave -= own
+        rolled = version.changed_at.date()
         hit = {
             node
             for node in wave
-            if any(abs((split - day).days) <= ROLLOUT_WINDOW.days for split in moving.get(node, []))
+            if any(abs((split - rolled).days) <= ROLLOUT_WINDOW.days for split in moving.get(node, []))
         }
         if 2 * len(hit) < len(wave):
             return False

@@ -331,8 +331,9 @@ def evaluate(
     groups = [group for group in groups if not all(_expected(row) for row in group.rows)]
     # not established: every change nothing explains has an interval that includes zero (established.py); opens no
     # alert, so it is neither a detection nor a false alarm either
-    unestablished = [(group, reason) for group in groups if (reason := not_established(group.rows))]
-    groups = [group for group in groups if not any(group is other for other, _ in unestablished)]
+    reasons = [not_established(group.rows) for group in groups]
+    unestablished = [(group, reason) for group, reason in zip(groups, reasons) if reason]
+    groups = [group for group, reason in zip(groups, reasons) if not reason]
     real = [label for label in labels if not label.get("decoy")]
     decoys = [label for label in labels if label.get("decoy")]
 

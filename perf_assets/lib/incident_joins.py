@@ -221,14 +221,15 @@ def rollout_sizes(row: dict) -> dict[tuple[str, str, str, str], int]:
     """The configuration changes a row came with (``coinciding_changes``), each as (component, from, to, the day of
     its first node's change), with the number of nodes it changed: one rollout is one event; the same versions rolled
     out on another cluster on another day are another (fleet-1k rolls cuda 12.4 -> 12.6 out on h200-east on 10-16 and
-    on a100-west on 10-21)."""
+    on a100-west on 10-21). ``coinciding_changes`` as `regressions` stores it (JSON), or parsed, as an incident or an
+    alert holds it (alerts.py)."""
     changes = row.get("coinciding_changes")
     try:
-        listed = json.loads(changes) if isinstance(changes, str) and changes else []
+        listed = json.loads(changes) if isinstance(changes, str) and changes else changes
     except ValueError:
         listed = []
     sizes = {}
-    for change in listed:
+    for change in listed if isinstance(listed, list) else []:
         if isinstance(change, dict) and change.get("component") in SOFTWARE_DIMENSIONS:
             event = (
                 str(change["component"]),
