@@ -39,7 +39,7 @@ from filelock import FileLock
 
 from perf_assets.lib.alert_text import finite_number, lost_per_day
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
-from perf_assets.lib.established import not_established
+from perf_assets.lib.established import all_expected, not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
 from perf_assets.lib.incident_joins import rollout_events
 from perf_assets.lib.topology import Topology, cohort_nodes
@@ -353,7 +353,7 @@ def _not_established(records: list[dict]) -> dict:
 def _expected_because(headline: dict, records: list[dict]) -> dict:
     """``{"expected_because": the headline's reason}`` when a known cause explains every row of the group
     (regressions column `expected_because`, perf_assets/lib/knock_on.py: a job-peer or down-time knock-on)."""
-    if all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in records):
+    if all_expected(records):
         return {"expected_because": headline["expected_because"]}
     return {}
 

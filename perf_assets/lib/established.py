@@ -33,7 +33,7 @@ def not_established(rows: list[dict]) -> str | None:
     """The reason an incident of these rows is not established (module docstring), None when it is: some row that
     nothing explains has an interval that excludes zero or is unknown, or every row is explained (a knock-on group,
     which ``expected_because`` describes instead)."""
-    live = [row for row in rows if not _explained(row)]
+    live = [row for row in rows if not expected_reason(row)]
     if not live or not all(interval_includes_zero(row) for row in live):
         return None
     shown = "; ".join(
@@ -48,9 +48,16 @@ def not_established(rows: list[dict]) -> str | None:
     )
 
 
-def _explained(row: dict) -> bool:
+def expected_reason(row: dict) -> str | None:
+    """The row's ``expected_because`` (a known cause explains the change: knock_on.py), None when nothing does (a
+    NULL, NaN or empty reason). The one reading of that column for grouping, alerts, the evaluation and this module."""
     reason = row.get("expected_because")
-    return isinstance(reason, str) and bool(reason)
+    return reason if isinstance(reason, str) and reason else None
+
+
+def all_expected(rows: list[dict]) -> bool:
+    """Every row explained by a known cause (a knock-on incident: stored, never paged)."""
+    return all(expected_reason(row) for row in rows)
 
 
 def _finite(value) -> float | None:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from perf_assets.lib.causes import CANDIDATE_DIMENSIONS
 from perf_assets.lib.detection import SPINE_FACTORS
-from perf_assets.lib.established import not_established
+from perf_assets.lib.established import all_expected, expected_reason, not_established
 from perf_assets.lib.grouping import group_regressions
 from perf_assets.lib.incident_joins import mix_shift_fleet_split
 from perf_assets.lib.topology import Topology
@@ -173,12 +173,6 @@ class Group:
         }
 
 
-def _expected(row: dict) -> str | None:
-    """The row's `expected_because` (a known cause explains the change), None when there is none."""
-    reason = row.get("expected_because")
-    return reason if isinstance(reason, str) and reason else None
-
-
 def detected_groups(regressions: pd.DataFrame, topology: Topology) -> list[Group]:
     if regressions.empty:
         return []
@@ -327,8 +321,8 @@ def evaluate(
     groups = detected_groups(regressions, topology)
     # expected groups: every row explained by a known cause (regressions.expected_because, knock_on.py): not paged,
     # neither a detection nor a false alarm; they leave the precision's denominator, as recoveries do
-    expected_groups = [group for group in groups if all(_expected(row) for row in group.rows)]
-    groups = [group for group in groups if not all(_expected(row) for row in group.rows)]
+    expected_groups = [group for group in groups if all_expected(group.rows)]
+    groups = [group for group in groups if not all_expected(group.rows)]
     # not established: every change nothing explains has an interval that includes zero (established.py); opens no
     # alert, so it is neither a detection nor a false alarm either
     reasons = [not_established(group.rows) for group in groups]
@@ -594,7 +588,9 @@ def evaluate(
         "true_positive_groups": tp,
         "recovery_groups": [summary for _, summary in recoveries],
         "receiving_groups": [summary for _, summary in receiving],
-        "expected_groups": [group.summary() | {"expected_because": _expected(group.root)} for group in expected_groups],
+        "expected_groups": [
+            group.summary() | {"expected_because": expected_reason(group.root)} for group in expected_groups
+        ],
         "unestablished_groups": [group.summary() | {"not_established": reason} for group, reason in unestablished],
         "overall": {
             "precision": overall_precision,

@@ -78,9 +78,9 @@ from datetime import date, datetime
 import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
+from perf_assets.lib.established import all_expected
 from perf_assets.lib.incident_joins import (
     HARDWARE_METRICS,
-    all_expected,
     explained_apart,
     factor_moved_earlier,
     factor_moved_later,

@@ -74,6 +74,7 @@ from datetime import date, timedelta
 import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
+from perf_assets.lib.established import expected_reason
 from perf_assets.lib.rollout_canary import COHORT_GRAIN
 from perf_assets.lib.topology import cohort_nodes
 
@@ -117,7 +118,7 @@ def late_rollout_step(late: dict, rollout: dict) -> str | None:
     node = late["_node"]
     if node is None or late["_own_cause"] is not None or rollout["_own_cause"] is None:
         return None
-    if isinstance(late.get("expected_because"), str) and late["expected_because"]:
+    if expected_reason(late):
         return None
     if late["change_kind"] != rollout["change_kind"]:
         return None
@@ -498,8 +499,3 @@ def ramp_continued(a: dict, b: dict) -> bool:
         return False
     first, later = sorted((a, b), key=lambda row: row["_link_day"])
     return 0 <= (later["as_day"] - first["_link_day"]).days <= GROUP_WINDOW_DAYS
-
-
-def all_expected(rows: list[dict]) -> bool:
-    """Every row a known knock-on (`expected_because`)."""
-    return all(isinstance(row.get("expected_because"), str) and row["expected_because"] for row in rows)
