@@ -10,7 +10,7 @@ from test_alerts import NOW, regression, upsert
 from test_attribution_evaluation import START, TOPOLOGY, frame, label, row
 
 from perf_assets.lib.alerts import read_alerts
-from perf_assets.lib.established import interval_includes_zero, not_established
+from perf_assets.lib.established import interval_includes_zero, moved_with_peers, not_established
 from perf_assets.lib.evaluation import evaluate
 
 # fleet-1k seed 117: cluster h200-east's program goodput of 10-28, three days before the window's end, inside the
@@ -68,3 +68,63 @@ def test_the_evaluation_scores_a_not_established_group_neither_as_detection_nor_
     # the same group with an interval that excludes zero alerts inside the decoy's window
     clear = evaluate(frame(row(day=10), weak | {"ci_low": 0.004}), [real, decoy], TOPOLOGY)
     assert clear["false_alarm_groups"][0]["attributed_to"] == "null-image" and clear["unestablished_groups"] == []
+
+
+# fleet-1k seed 120: h200-east-n30's (and n31's, the same jobs) program goodput of 10-05, four days into the window;
+# the cluster's other nodes moved -1.4 % over the same windows, so the node's own part was -2.0 %
+SEED_120_N30 = {
+    "grain": "node",
+    "entity_id": "h200-east-n30",
+    "metric": "program_goodput",
+    "relative_effect": -0.033631,
+    "ci_low": -0.045423,
+    "ci_high": -0.021698,
+    "peer_relative_effect": -0.013770,
+    "did_relative_effect": -0.020138,
+    "shape": "drift",
+    "top_factor": "program_goodput",
+    "coinciding_changes": "[]",
+    "top_cause_dimension": "node",
+}
+
+
+def test_a_nodes_pace_moving_with_its_cluster_is_not_established():
+    n31 = SEED_120_N30 | {"entity_id": "h200-east-n31"}
+    reason = not_established([SEED_120_N30, n31])
+    assert reason and reason.startswith("not established: a node's pace moved with its cluster")
+    assert "node/h200-east-n30/program_goodput -3.4% against its cluster's other nodes -1.4%" in reason
+    assert "(difference in differences -2.0%)" in reason and "3% minimum effect" in reason
+    assert moved_with_peers([SEED_120_N30]) == not_established([SEED_120_N30])
+    goodput = SEED_120_N30 | {"metric": "goodput", "top_factor": "program_goodput"}
+    assert not_established([SEED_120_N30, goodput])  # its goodput, program goodput the largest factor: the pace too
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"did_relative_effect": -0.031},  # its own part reaches the node's minimum effect
+        {"did_relative_effect": float("nan")},  # unknown is not "with its cluster"
+        {"peer_relative_effect": None},
+        {"grain": "cluster", "entity_id": "h200-east"},  # a cluster's change is the cluster's
+        {"metric": "goodput", "top_factor": "allocation"},  # another factor moved
+        {"metric": "clock_ratio"},  # its hardware moved: a node's own evidence
+        {"shape": "rate"},  # a fault rate
+        {"coinciding_changes": '[{"component": "driver", "from": "550", "to": "560"}]'},  # a rollout on it
+        {"top_cause_dimension": "power_limit_w", "top_cause_value": "600"},
+    ],
+)
+def test_a_node_change_with_evidence_of_its_own_is_established(other):
+    assert not_established([SEED_120_N30, SEED_120_N30 | {"entity_id": "h200-east-n29"} | other]) is None
+
+
+def test_a_node_pace_group_moving_with_its_cluster_opens_no_alert_and_is_scored_aside(tmp_path):
+    report = evaluate(
+        frame(row(day=10), row("h100-n1", day=4) | SEED_120_N30 | {"entity_id": "h100-n1"}),
+        [label("rollout", day=10)],
+        TOPOLOGY,
+    )
+    assert report["false_alarms"]["count"] == 0 and report["overall"]["precision"]["value"] == 1.0
+    assert [g["root"] for g in report["unestablished_groups"]] == ["node/h100-n1/program_goodput"]
+    early = regression("2026-11-17") | SEED_120_N30 | {"entity_id": "h100-n1"}
+    result = upsert(tmp_path, early)
+    assert result.opened == [] and len(result.not_established) == 1 and read_alerts(tmp_path) == []

@@ -615,3 +615,49 @@ def test_the_work_moving_back_when_a_mix_shift_ends_is_neither_a_detection_nor_a
     # the same pair moving a week later is not the shift's end
     late = [allocation("a100", 33, 0.992, 0.485), allocation("h100", 33, 0.609, 0.894)]
     assert evaluate(frame(*start_sides, *late), [shift], TOPOLOGY)["false_alarms"]["count"] == 1
+
+
+def seed_119_bad_batch() -> list[dict]:
+    """fleet-1k seed 119's a100-west bad batch, as two nodes of it: n26's and n27's fault rates (from 10-11 and 10-12,
+    shape 'rate', to the window's end) and n26 down more (availability -37 % on 10-15)."""
+    rates = [
+        row(node, grain="node", metric="xid_node_faults", day=day, effect=effect, shape="rate")
+        | {"after_end_date": START + timedelta(days=29)}
+        for node, day, effect in (("a100-n2", 10, 21.9), ("a100-n3", 11, 12.7))
+    ]
+    down = row("a100-n2", grain="node", metric="availability", day=14, effect=-0.37)
+    return [*rates, down]
+
+
+def runtime(node: str, day: int = 15, effect: float = -0.065, **extra) -> dict:
+    """n26's runtime goodput of 10-16 (-6.5 %): work since the last checkpoint lost to the faults, its job peer n27's
+    with it."""
+    peers = json.dumps(["a100-n3" if node == "a100-n2" else "a100-n2"])
+    return row(node, grain="node", metric="runtime_goodput", day=day, effect=effect, job_peer_nodes=peers, **extra)
+
+
+def test_progress_lost_to_a_nodes_faults_joins_its_fault_rates_incident():
+    rows = frame(*seed_119_bad_batch(), runtime("a100-n2"), runtime("a100-n3", effect=-0.052))
+    grouped = group_regressions(rows, TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1  # was two: the batch, and the lost progress (a false alarm)
+    reasons = grouped["joined_because"].dropna().tolist()
+    assert len(reasons) == 1 and reasons[0].startswith("progress lost to faults: a100-n2's fault rate rose from")
+    # another factor's change on a faulting node without a fault rate of its own stays apart
+    apart = frame(*seed_119_bad_batch()[1:2], runtime("a100-n2"))
+    assert group_regressions(apart, TOPOLOGY)["group_id"].nunique() == 2
+    # before the rate's onset (beyond the window) or an improvement: not the faults' cost
+    early = frame(*seed_119_bad_batch(), runtime("a100-n2", day=7))
+    assert group_regressions(early, TOPOLOGY)["group_id"].nunique() == 2
+    better = frame(*seed_119_bad_batch(), runtime("a100-n2", kind="improvement", effect=0.07))
+    assert group_regressions(better, TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_a_clusters_runtime_change_is_not_pulled_into_a_bad_batch_through_a_faulting_node():
+    """A checkpoint storage slowdown (the cluster's runtime goodput and its nodes') on the days of the batch's faults:
+    its row of faulting a100-n2 is not progress lost to the faults alone, so the two incidents stay two."""
+    storage = [row("a100", metric="runtime_goodput", day=15, effect=-0.03)] + [
+        row(node, grain="node", metric="runtime_goodput", day=15, effect=-0.03) for node in ("a100-n1", "a100-n2")
+    ]
+    grouped = group_regressions(frame(*seed_119_bad_batch(), *storage), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 2
+    assert grouped["joined_because"].isna().all()

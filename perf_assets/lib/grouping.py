@@ -89,6 +89,7 @@ from perf_assets.lib.incident_joins import (
     goodput_still_until,
     job_peer_link,
     late_rollout_step,
+    lost_to_faults,
     mix_shift_sides,
     origins,
     outside_rollout,
@@ -370,6 +371,20 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
     for late in local:  # a goodput change behind its largest factor's joins that factor's incident
         if str(late["metric"]) == "goodput" and late["_own_cause"] is None and late["_pos"] not in joined:
             join_by_rule(late, local, factor_moved_earlier, goodput_still_until, lambda r: r["_link_day"], max)
+    fault_rates = [row for row in local if row.get("shape") == "rate" and row["grain"] == "node"]
+    if fault_rates:
+
+        def all_lost_to_faults(late: dict, condition: dict, _rows: list[dict]) -> bool:
+            """Every row of the late row's group is progress lost to a fault rate in the condition's group."""
+            target = find(condition["_pos"])
+            return all(
+                any(lost_to_faults(member, rate) and find(rate["_pos"]) == target for rate in fault_rates)
+                for member in nested_groups[nested_of[late["_pos"]]]
+            )
+
+        for late in local:  # progress lost to a node's faults joins the fault rate's incident
+            if late["_pos"] not in joined and find(late["_pos"]) == nested_of[late["_pos"]]:
+                join_by_rule(late, fault_rates, lost_to_faults, all_lost_to_faults, lambda r: r["_link_day"], min)
     gpus = topology.gpus_per_cluster()  # for the mix shift's balance
     allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
     for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)

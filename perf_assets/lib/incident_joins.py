@@ -51,6 +51,20 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   before window; the caller adds that goodput has no other row on that entity from ``GROUP_WINDOW_DAYS`` before the
   factor's split up to this one (``goodput_still_until``: goodput did not move with its factor, so this is not a
   second change), and that the goodput row's group has no explanation of its own (``explained_apart``).
+* **Progress lost to a node's faults** (``lost_to_faults``). A node that faults kills the jobs on it; they restart
+  from their last checkpoint, so the steps since then are done again and the restart (fault detection, requeue,
+  restore) costs time: the job's runtime goodput falls, on every node of the job. An excess fault rate (shape
+  'rate', ``xid_node_faults``) is a condition from its onset to its window's end, and a runtime goodput regression
+  of the same node inside it is that condition's cost, not a second incident; the time-and-scope links keep them
+  apart only because their factors differ (availability, runtime goodput). fleet-1k seed 119: the a100-west bad
+  batch's n26 and n27 (fault rates from 10-11 and 10-12) lost 6.5 % and 5.2 % of runtime goodput on 10-16, two rows
+  of their own (job peers) inside the noise-burst decoy. Conditions, each needed: the late row is a node's
+  ``runtime_goodput`` (or its goodput whose largest factor that is) regression with no configuration change of its
+  own; the condition is the same node's fault-rate regression; the late row splits from ``GROUP_WINDOW_DAYS``
+  before the rate's onset to its window's end. The caller adds that every row of the late row's group (as the
+  nested links formed it) is such a cost of a fault rate in the condition's group, so a cluster's runtime goodput
+  change (a checkpoint storage slowdown) is never pulled into a bad batch through one of its nodes, and that the
+  group has no explanation of its own (``explained_apart``).
 * **A mix shift's two sides** (``mix_shift_sides``). Work moving from one cluster to another lowers the allocation
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
@@ -192,6 +206,35 @@ def factor_moved_earlier(late: dict, factor_row: dict) -> str | None:
         f"its largest factor, {factor}, split on {factor_row['_link_day']}, {gap} days before this change's split and "
         f"inside its before window, with no change of goodput on {late['entity_id']} since: the factor's step, seen "
         f"late in its parent"
+    )
+
+
+FAULT_RATE_METRICS = ("xid_node_faults",)  # an excess fault rate whose faults restart the node's jobs
+
+
+def lost_to_faults(late: dict, condition: dict) -> str | None:
+    """The reason ``late``, a node's runtime goodput regression, is progress lost to the faults of ``condition``, the
+    same node's excess fault rate, or None (module docstring: progress lost to a node's faults). Both rows prepared by
+    grouping.py; the caller checks the late row's group."""
+    runtime = str(late.get("metric")) == "runtime_goodput" or (
+        str(late.get("metric")) == "goodput" and late["_factor"] == "runtime_goodput"
+    )
+    if not runtime or late["grain"] != "node" or late["_own_cause"] is not None:
+        return None
+    if condition.get("shape") != "rate" or str(condition.get("metric")) not in FAULT_RATE_METRICS:
+        return None
+    if condition["grain"] != "node" or condition["entity_id"] != late["entity_id"]:
+        return None
+    if late["change_kind"] != "regression" or condition["change_kind"] != "regression":
+        return None
+    end = condition.get("after_end_date")
+    end_day = date.fromisoformat(str(end)[:10]) if end is not None and not pd.isna(end) else condition["_link_day"]
+    if not condition["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS) <= late["_link_day"] <= end_day:
+        return None
+    return (
+        f"progress lost to faults: {late['entity_id']}'s fault rate rose from {condition['_link_day']} "
+        f"({condition['metric']} {float(condition['relative_effect']):+.0%}), and a fault restarts its jobs from their "
+        "last checkpoint"
     )
 
 
