@@ -52,11 +52,13 @@ there is none. The factor matters here as it does below the fleet: fleet-1k seed
 of 10-21 (-10.6 %, -16.2 %, allocation the largest factor: h100-west drained by the mix shift) chained to the fleet's
 power draw of 10-23 and with it joined h100-west's power cap of 10-22; the shift was scored as not detected.
 
-Beyond nested scopes, five join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
+Beyond nested scopes, six join rules (perf_assets/lib/incident_joins.py, each a plain function with the reason
 the alert shows, column `joined_because`): a rollout's step seen late (a node's change days after a rollout on it,
 the first of that metric there since, with no hardware evidence of its own) joins the rollout's group; a goodput
 change whose largest factor moved on the same entity days later, inside its after window, joins that factor's
-group, and so does one whose largest factor moved days earlier, inside its before window, while goodput did not; a mix
+group, and so does one whose largest factor moved days earlier, inside its before window, while goodput did not; a
+node's runtime goodput regression inside its own excess fault rate joins the rate's group (progress lost to the
+faults: ``lost_to_faults``, when its whole group is such losses); a mix
 shift's two sides (two clusters' allocation moving opposite ways by about as many GPUs) are one group; and a fleet
 row prefers the group that came with its rollout (then one that is not all knock-ons) over the largest effect.
 
