@@ -27,7 +27,8 @@ minimum effect is what makes a node's change its own incident; a node that moved
 software would show as a row of the group. Measured: fleet-1k seed 120's h200-east-n30 and n31 program goodput of
 10-05 (-3.4 % [-4.5 %, -2.2 %], four days before the split; their peers -1.4 %: difference in differences -2.0 %),
 the one false alarm of that seed, inside the diurnal-swing decoy. On seeds 119 and 120 no other group is a node's
-pace alone (docs/evaluation.md). A node group with any companion, fault or rollout row is judged by its intervals
+pace alone; on fresh seeds 121-123 two are: 122's h100-west-n02 of 10-05 (a false alarm) and 121's h100-west-n01 of
+10-20 (difference -2.8 %), which had matched the mix shift with the wrong factor (docs/evaluation.md, s28). A node group with any companion, fault or rollout row is judged by its intervals
 only: a real node incident moves something of the node's own.
 """
 
