@@ -53,14 +53,15 @@ def not_established(rows: list[dict]) -> str | None:
         return None
     if not all(interval_includes_zero(row) for row in live):
         return moved_with_peers(live)
-    shown = "; ".join(
-        f"{row['grain']}/{row['entity_id']}/{row['metric']} {float(row['relative_effect']):+.1%} "
-        f"[{float(row['ci_low']):+.1%}, {float(row['ci_high']):+.1%}]"
-        for row in sorted(live, key=lambda row: -abs(_finite(row.get("relative_effect")) or 0.0))[:3]
+    shown = _largest(
+        live,
+        lambda row: (
+            f"{row['grain']}/{row['entity_id']}/{row['metric']} {float(row['relative_effect']):+.1%} "
+            f"[{float(row['ci_low']):+.1%}, {float(row['ci_high']):+.1%}]"
+        ),
     )
-    more = f" and {len(live) - 3} more" if len(live) > 3 else ""
     return (
-        f"not established: the 95% interval of every change nothing explains includes zero ({shown}{more}); "
+        f"not established: the 95% interval of every change nothing explains includes zero ({shown}); "
         "an alert opens when a later run's interval excludes it"
     )
 
@@ -82,15 +83,16 @@ def moved_with_peers(live: list[dict]) -> str | None:
             return None
         if did is None or abs(did) >= floor or _finite(row.get("peer_relative_effect")) is None:
             return None
-    shown = "; ".join(
-        f"node/{row['entity_id']}/{row['metric']} {float(row['relative_effect']):+.1%} against its cluster's other "
-        f"nodes {float(row['peer_relative_effect']):+.1%} (difference in differences "
-        f"{float(row['did_relative_effect']):+.1%})"
-        for row in sorted(live, key=lambda row: -abs(_finite(row.get("relative_effect")) or 0.0))[:3]
+    shown = _largest(
+        live,
+        lambda row: (
+            f"node/{row['entity_id']}/{row['metric']} {float(row['relative_effect']):+.1%} against its "
+            f"cluster's other nodes {float(row['peer_relative_effect']):+.1%} (difference in differences "
+            f"{float(row['did_relative_effect']):+.1%})"
+        ),
     )
-    more = f" and {len(live) - 3} more" if len(live) > 3 else ""
     return (
-        f"not established: a node's pace moved with its cluster ({shown}{more}): under the node's {floor:.0%} "
+        f"not established: a node's pace moved with its cluster ({shown}): under the node's {floor:.0%} "
         "minimum effect beyond its peers, with no hardware, fault or configuration change of its own"
     )
 
@@ -105,6 +107,13 @@ def expected_reason(row: dict) -> str | None:
 def all_expected(rows: list[dict]) -> bool:
     """Every row explained by a known cause (a knock-on incident: stored, never paged)."""
     return all(expected_reason(row) for row in rows)
+
+
+def _largest(rows: list[dict], describe, shown: int = 3) -> str:
+    """The ``shown`` rows of the largest |relative effect|, each as ``describe`` writes it, and how many more."""
+    largest = sorted(rows, key=lambda row: -abs(_finite(row.get("relative_effect")) or 0.0))[:shown]
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return "; ".join(describe(row) for row in largest) + more
 
 
 def _finite(value) -> float | None:

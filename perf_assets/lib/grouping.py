@@ -269,6 +269,8 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         row["_job_peers"] = set(json.loads(peers)) if isinstance(peers, str) and peers else set()
         before = row.get("before_start_date")
         row["_before_start"] = as_day(before) if before is not None and not pd.isna(before) else None
+        after = row.get("after_end_date")
+        row["_after_end"] = as_day(after) if after is not None and not pd.isna(after) else None
         row["_rollout_nodes"] = rollout_nodes(row, row["_node"]) if row["_own_cause"] is not None else set()
         row["_rollout_day"] = rollout_day(row, row["_link_day"])
         row["_origins"] = origins(row)
@@ -290,8 +292,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             return False
         if other["change_kind"] != condition["change_kind"] and other["metric"] not in FAULT_RETURN_METRICS:
             return False
-        end = condition.get("after_end_date")
-        end_day = as_day(end) if end is not None and not pd.isna(end) else condition["as_day"]
+        end_day = condition["_after_end"] or condition["as_day"]
         return (condition["as_day"] - other["_link_day"]).days <= GROUP_WINDOW_DAYS and other["_link_day"] <= end_day
 
     def sibling_rate_conditions(a: dict, b: dict) -> bool:
@@ -374,17 +375,17 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
         if str(late["metric"]) == "goodput" and late["_own_cause"] is None and late["_pos"] not in joined:
             join_by_rule(late, local, factor_moved_earlier, goodput_still_until, lambda r: r["_link_day"], max)
     fault_rates = [row for row in local if row.get("shape") == "rate" and row["grain"] == "node"]
-    if fault_rates:
 
-        def all_lost_to_faults(late: dict, condition: dict, _rows: list[dict]) -> bool:
-            """Every row of the late row's group is progress lost to a fault rate in the condition's group."""
-            target = find(condition["_pos"])
-            return all(
-                any(lost_to_faults(member, rate) and find(rate["_pos"]) == target for rate in fault_rates)
-                for member in nested_groups[nested_of[late["_pos"]]]
-            )
+    def all_lost_to_faults(late: dict, condition: dict, _rows: list[dict]) -> bool:
+        """Every row of the late row's group is progress lost to a fault rate in the condition's group."""
+        target = find(condition["_pos"])
+        return all(
+            any(lost_to_faults(member, rate) and find(rate["_pos"]) == target for rate in fault_rates)
+            for member in nested_groups[nested_of[late["_pos"]]]
+        )
 
-        for late in local:  # progress lost to a node's faults joins the fault rate's incident
+    for late in local:  # progress lost to a node's faults joins the fault rate's incident (not yet joined elsewhere)
+        if fault_rates and late["grain"] == "node" and late["_factor"] == "runtime_goodput":
             if late["_pos"] not in joined and find(late["_pos"]) == nested_of[late["_pos"]]:
                 join_by_rule(late, fault_rates, lost_to_faults, all_lost_to_faults, lambda r: r["_link_day"], min)
     gpus = topology.gpus_per_cluster()  # for the mix shift's balance

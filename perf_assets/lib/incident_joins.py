@@ -1,7 +1,8 @@
 """Join rules beyond nested scopes: pieces of one incident that grouping.py's time-and-scope links leave apart.
 
 Each rule is a plain function over rows of `regressions` as grouping.py prepares them (``_link_day`` the split
-day, ``_before_start`` the first day of its before window or None, ``_node``, ``_factor``, ``_own_cause``,
+day, ``_before_start`` the first day of its before window or None, ``_after_end`` the last of its after window or
+None, ``_node``, ``_factor``, ``_own_cause``,
 ``_rollout_nodes``, ``_rollout_day``: ``rollout_day``); each returns the reason the alert shows
 for the join (column ``joined_because``), or None. grouping.py applies them after its own links.
 
@@ -84,8 +85,6 @@ from __future__ import annotations
 
 import json
 from datetime import date, timedelta
-
-import pandas as pd
 
 from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.established import expected_reason
@@ -172,10 +171,7 @@ def factor_moved_later(early: dict, factor_row: dict) -> str | None:
     if factor is None:
         return None
     gap = (factor_row["_link_day"] - early["_link_day"]).days
-    after_end = early.get("after_end_date")
-    inside = (
-        after_end is None or pd.isna(after_end) or factor_row["_link_day"] <= date.fromisoformat(str(after_end)[:10])
-    )
+    inside = early["_after_end"] is None or factor_row["_link_day"] <= early["_after_end"]
     if not (GROUP_WINDOW_DAYS < gap <= LATE_DAYS and inside):
         return None
     return (
@@ -216,9 +212,7 @@ def lost_to_faults(late: dict, condition: dict) -> str | None:
     """The reason ``late``, a node's runtime goodput regression, is progress lost to the faults of ``condition``, the
     same node's excess fault rate, or None (module docstring: progress lost to a node's faults). Both rows prepared by
     grouping.py; the caller checks the late row's group."""
-    runtime = str(late.get("metric")) == "runtime_goodput" or (
-        str(late.get("metric")) == "goodput" and late["_factor"] == "runtime_goodput"
-    )
+    runtime = str(late.get("metric")) in ("runtime_goodput", "goodput") and late["_factor"] == "runtime_goodput"
     if not runtime or late["grain"] != "node" or late["_own_cause"] is not None:
         return None
     if condition.get("shape") != "rate" or str(condition.get("metric")) not in FAULT_RATE_METRICS:
@@ -227,8 +221,7 @@ def lost_to_faults(late: dict, condition: dict) -> str | None:
         return None
     if late["change_kind"] != "regression" or condition["change_kind"] != "regression":
         return None
-    end = condition.get("after_end_date")
-    end_day = date.fromisoformat(str(end)[:10]) if end is not None and not pd.isna(end) else condition["_link_day"]
+    end_day = condition["_after_end"] or condition["_link_day"]
     if not condition["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS) <= late["_link_day"] <= end_day:
         return None
     return (
