@@ -347,3 +347,34 @@ def test_bootstrap_resample_counts_are_multinomial():
     # Multinomial(7, 1/7 each): every cell has mean 1 and variance 6/7
     assert np.abs(counts.mean(axis=0) - 1.0).max() < 0.06
     assert np.abs(counts.var(axis=0) - 6.0 / 7.0).max() < 0.08
+
+
+# h100-west's daily allocation on fleet-1k seed 124 (perfwh sql over metric_tree_daily): a mix shift sends its work
+# to a100-west for six days from 10-20 (index 19), between ordinary days of 0.77-0.99
+H100_WEST_ALLOCATION = [0.846, 0.992, 0.898, 0.806, 0.869, 0.859, 0.769, 0.91, 0.908, 0.793, 0.833, 0.894, 0.838,
+                        0.836, 0.848, 0.831, 0.773, 0.857, 0.858, 0.692, 0.162, 0.261, 0.675, 0.652, 0.342, 0.713,
+                        0.897, 0.96, 0.829, 0.929]  # fmt: skip
+
+
+def test_clipped_metrics_give_the_named_series_the_huber_scan_and_leave_the_others_student():
+    series = np.array([H100_WEST_ALLOCATION, H100_WEST_ALLOCATION])
+    student = DetectorConfig(epidemic=True)
+    # the dip's own days inflate the t scan's variance: Student p misses the 0.01 threshold
+    plain = detect(series[:1], ONES30[None, :], student)
+    assert plain.changes == [] and 0.01 < plain.series[0].p_value < 0.05
+    config = DetectorConfig(epidemic=True, clipped_metrics=("cluster/allocation",))
+    result = detect(series, np.ones_like(series), config, metrics=["cluster/allocation", "node/allocation"])
+    clipped, other = result.series
+    assert other.status == "no_change" and other.p_value == plain.series[0].p_value  # unnamed: the Student scan
+    assert clipped.status == "changed" and clipped.p_value <= 0.002
+    first = min((cp for cp in result.changes if cp.series_index == 0), key=lambda cp: cp.index)
+    assert first.index == 19 and first.direction == "down" and first.relative_effect < -0.2
+    assert first.test.startswith("max-scan Huber-clipped t")
+    # the same as statistic="huber" for that series alone
+    huber = detect(series[:1], ONES30[None, :], DetectorConfig(epidemic=True, statistic="huber"))
+    assert huber.series[0].p_value == clipped.p_value and [cp.index for cp in huber.changes] == [
+        cp.index for cp in result.changes if cp.series_index == 0
+    ]
+    assert not [cp for cp in result.changes if cp.series_index == 1]
+    with pytest.raises(ValueError, match="clipped_metrics"):
+        DetectorConfig(statistic="rank", clipped_metrics=("cluster/allocation",))

@@ -276,6 +276,10 @@ class DetectorConfig:
     # epidemic (module docstring, step 7): the reported end of an interval whose other end is a change of the series
     # too must pass its own split test between its neighbours at sub_segment_pvalue (the interval's test is not its)
     merge_interval_ends: bool = True
+    # metric names (as in min_relative_effects: "grain/metric" from detection.py) whose series the Student scan and
+    # its merge tests read Huber-clipped, as statistic="huber" does for every series; for series whose noise is
+    # heavy-tailed by nature while the others keep the Student scan's power ("Choosing the statistic")
+    clipped_metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.min_segment < 2:
@@ -312,6 +316,8 @@ class DetectorConfig:
             raise ValueError("epidemic=True needs statistic 'student' or 'rank' (a CUSUM score)")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+        if self.clipped_metrics and self.statistic not in ("student", "huber"):
+            raise ValueError(f"clipped_metrics needs statistic 'student' (or 'huber'), got {self.statistic!r}")
         if not 0.0 < self.split_pvalue <= 1.0:
             raise ValueError(f"split_pvalue must be in (0, 1], got {self.split_pvalue}")
         if 1.0 / (1 + self.n_permutations) > self.sub_segment_pvalue:
@@ -358,8 +364,17 @@ class DetectorConfig:
 
     @property
     def test_name(self) -> str:
+        return self.test_name_for(None)
+
+    def clips(self, metric: str | None) -> bool:
+        """Whether the scan reads this metric's series Huber-clipped (``statistic="huber"`` or ``clipped_metrics``)."""
+        return self.statistic == "huber" or (metric is not None and metric in self.clipped_metrics)
+
+    def test_name_for(self, metric: str | None) -> str:
+        """The test a series of ``metric`` gets, in words."""
+        statistic = "huber" if self.clips(metric) else self.statistic
         statistic = {"student": "Student t", "welch": "Welch t", "rank": "rank-sum z", "huber": "Huber-clipped t"}[
-            self.statistic
+            statistic
         ]
         values = "log ratios" if self.scale == "log" else "ratios (linear)"
         fdr = f", BH q<={self.max_qvalue:g}" if self.max_qvalue is not None else ""
@@ -778,8 +793,11 @@ def _cusum_score(xc: np.ndarray, min_segment: int) -> np.ndarray:
     return sl * sl / (nl * (n - nl))
 
 
-def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
-    """Best split and its permutation p-value for each row of the complete matrix ``y`` (G, L)."""
+def _scan_group(y: np.ndarray, config: DetectorConfig, clip: np.ndarray | None = None) -> _Scan:
+    """Best split and its permutation p-value for each row of the complete matrix ``y`` (G, L).
+
+    ``clip`` (G,): rows the Student scan reads Huber-clipped (``clipped_metrics``); the clipping is a function of the
+    row's multiset of values, so the permutation test stays exact."""
     g, length = y.shape
     m = config.min_segment
     rows = np.arange(g)
@@ -796,7 +814,8 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
             x = _huber_clip(y)
             x = x - x.mean(axis=1, keepdims=True)
         else:
-            x = y - y.mean(axis=1, keepdims=True)
+            x = _clipped_rows(y, clip)
+            x = x - x.mean(axis=1, keepdims=True)
         score = _cusum_score(x, m)
         best = np.argmax(score, axis=1)
         if config.epidemic:  # the best interval; the change reported first is one of its ends
@@ -835,6 +854,15 @@ def _scan_group(y: np.ndarray, config: DetectorConfig) -> _Scan:
         block_lo=blocks[0],
         block_hi=blocks[1],
     )
+
+
+def _clipped_rows(y: np.ndarray, clip: np.ndarray | None) -> np.ndarray:
+    """``y`` with the rows that ``clip`` marks Huber-clipped (the others as they are)."""
+    if clip is None or not clip.any():
+        return y
+    out = y.copy()
+    out[clip] = _huber_clip(y[clip])
+    return out
 
 
 def _relative(after: np.ndarray, before: np.ndarray, scale: str) -> np.ndarray:
@@ -1186,6 +1214,11 @@ def detect(
         else [config.min_relative_effect] * n_rows,
         dtype=float,
     )
+    clip = (
+        np.array([config.clips(metric) for metric in metrics], dtype=bool)
+        if metrics is not None and config.clipped_metrics and config.statistic == "student"
+        else None
+    )
     y, valid = series_values(num, den, config.scale)
     min_length = config.min_testable_length()
 
@@ -1239,7 +1272,7 @@ def detect(
             sel = np.flatnonzero(lengths == length)
             r, s = rows[sel], starts[sel]
             cols = s[:, None] + np.arange(length)[None, :]
-            scan = _scan_group(yc[r[:, None], cols], config)
+            scan = _scan_group(yc[r[:, None], cols], config, None if clip is None else clip[r])
             p_round[sel] = scan.p_value
             exceed_round[sel] = scan.exceed
             groups.append((sel, scan.x, scan.threshold))
@@ -1324,7 +1357,7 @@ def detect(
             items += [(row, bounds[i], bounds[i + 1], bounds[i + 2]) for i in range(len(row_splits))]
             evidence += [ev for _, ev in row_splits]
         summaries = _summaries(items, yc, numc, denc, config)
-        merge_p = _merge_pvalues(items, yc, config) if proposed or interval_ends else np.ones(len(items))
+        merge_p = _merge_pvalues(items, yc, config, clip=clip) if proposed or interval_ends else np.ones(len(items))
         weakest: dict[int, tuple[float, int]] = {}
         for (row, _, mid, _), summary in zip(items, summaries):
             effect = abs(summary["relative_effect"])
@@ -1358,7 +1391,6 @@ def detect(
             return True
         return mid in interval_ends.get(row, {}) and _other_end_kept(interval_ends[row][mid], splits[row], config)
 
-    test_name = config.test_name
     found = []
     for (row, _, mid, _), summary, (ci_low, ci_high), (p, q, t), mp in zip(
         items, summaries, intervals, evidence, merge_p
@@ -1375,7 +1407,7 @@ def detect(
                 ci_high=ci_high,
                 p_value=p,
                 statistic=t,
-                test=test_name,
+                test=config.test_name_for(metrics[row] if metrics is not None else None),
                 q_value=q,
                 direction="up" if rising else "down",
                 merge_p_value=float(mp) if merge_tested(row, mid) else None,
@@ -1414,7 +1446,11 @@ def _other_end_kept(other: int, row_splits: list, config: DetectorConfig) -> boo
 
 
 def _merge_pvalues(
-    items: list[tuple[int, int, int, int]], yc: np.ndarray, config: DetectorConfig, chosen: bool = True
+    items: list[tuple[int, int, int, int]],
+    yc: np.ndarray,
+    config: DetectorConfig,
+    chosen: bool = True,
+    clip: np.ndarray | None = None,
 ) -> np.ndarray:
     """Merge test of each ``(row, lo, split, hi)`` (compacted): does ``y[split:hi]`` differ from ``y[lo:split]``?
 
@@ -1424,7 +1460,8 @@ def _merge_pvalues(
     the t of the Huber-clipped window for ``"huber"`` and the rank-sum z (normal approximation, mid-ranks) for
     ``"rank"``. Parametric because a window between two close changes is too short for a permutation p to reach a
     small threshold (8 points: at best 2 / C(8, 4) = 0.029). Grouped by window length, vectorized. ``chosen=False``:
-    a split fixed before looking at the data (``measure_split``), so no Bonferroni factor.
+    a split fixed before looking at the data (``measure_split``), so no Bonferroni factor. ``clip`` (one per row of
+    ``yc``): rows tested on their Huber-clipped window (``clipped_metrics``), as ``"huber"`` tests every row.
     """
     out = np.ones(len(items))
     if not items:
@@ -1442,7 +1479,7 @@ def _merge_pvalues(
             x, variance = _centred_ranks(y)
             excess, var = _rank_moments(x, variance, m)
         else:
-            x = _huber_clip(y) if config.statistic == "huber" else y
+            x = _huber_clip(y) if config.statistic == "huber" else _clipped_rows(y, None if clip is None else clip[r])
             x = x - x.mean(axis=1, keepdims=True)
             excess, var = _scan_moments(x, m, pooled=config.statistic != "welch")
         at = split - m

@@ -8,6 +8,7 @@ from perf_assets.defs.resources import PerfwhHome
 from perf_assets.lib.changepoint import DetectorConfig
 from perf_assets.lib.contracts import OWNER, REGRESSIONS_TABLE, WRITER_POOL
 from perf_assets.lib.detection import (
+    CLIPPED_SERIES,
     GRAIN_MIN_EFFECTS,
     REGRESSION_COLUMNS,
     describe_regression,
@@ -47,6 +48,8 @@ class DetectionConfig(dg.Config):
     merge_pvalue: float = 0.001  # a proposal is kept when its test between its neighbouring changes passes this
     # an epidemic interval's reported end whose other end is a change too needs its own split test (docs/detection.md)
     merge_interval_ends: bool = True
+    # series ("grain/metric") the Student scan reads Huber-clipped: heavy-tailed by nature (docs/detection.md)
+    clipped_metrics: list[str] = list(CLIPPED_SERIES)
 
     def detector_config(self) -> DetectorConfig:
         """This run config as the change-point library's DetectorConfig (the asset, `perfwh detect`-style replays)."""
@@ -67,6 +70,7 @@ class DetectionConfig(dg.Config):
             propose_pvalue=self.propose_pvalue,
             merge_pvalue=self.merge_pvalue,
             merge_interval_ends=self.merge_interval_ends,
+            clipped_metrics=tuple(self.clipped_metrics),
         )
 
 
