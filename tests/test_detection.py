@@ -290,7 +290,16 @@ def test_gpu_hours_moving_from_h100_to_a100_read_as_mix_in_the_section_6_lens():
         assert fleet["before_start_date"] == str(START + timedelta(days=1))  # 7 days before the change, not 8
         parts = fleet["mix_effect"] + fleet["rate_effect"] + fleet["occupancy_effect"]
         assert parts == pytest.approx(fleet["relative_change"], rel=1e-9) and fleet["relative_change"] < -0.1
-    assert found[found["metric"] != "allocation"]["fleet_split"].isna().all()
+    # and so does a cluster's goodput change whose factor is allocation (an allocation side: ALLOCATION_SIDE_OF), with
+    # the cluster's allocation levels over its windows; no other row has a fleet split
+    others = found[found["metric"] != "allocation"]
+    carried = others[others["fleet_split"].notna()]
+    assert set(carried["grain"]) == {"cluster"} and set(carried["metric"]) == {"goodput"}
+    assert set(carried["top_factor"]) == {"allocation"}
+    for _, side in carried.iterrows():
+        levels = json.loads(side["fleet_split"])
+        moved = {"h100": (0.9, 0.6), "a100": (0.6, 0.9)}[side["entity_id"]]
+        assert (levels["allocation_before"], levels["allocation_after"]) == pytest.approx(moved, abs=0.05)
     # in own-peak weights (peak-FLOP-seconds) an A100 GPU-hour weighs 312/989 of an H100's: occupancy lost
     own_peak = detect_regressions(sku_fleet_metric_tree(with_reference=False), rollout([], START), clusters, CONFIG)
     row = own_peak[(own_peak["grain"] == "fleet") & (own_peak["metric"] == "goodput")].iloc[0]

@@ -14,7 +14,7 @@ from perf_assets.lib.alerts import build_incidents
 from perf_assets.lib.evaluation import evaluate
 from perf_assets.lib.grouping import GROUP_WINDOW_DAYS, group_regressions
 from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS as JOIN_WINDOW_DAYS
-from perf_assets.lib.incident_joins import LATE_DAYS, mix_shift_sides, rollout_day, shared_cause
+from perf_assets.lib.incident_joins import LATE_DAYS, allocation_side, mix_shift_sides, rollout_day, shared_cause
 
 
 def torch(day: int, nodes: int) -> str:
@@ -227,6 +227,25 @@ def test_a_mix_shifts_sides_move_about_as_many_gpus_the_opposite_way():
     assert mix_shift_sides(h100, a100b, 40, None) is None  # GPUs unknown: no balance
     assert mix_shift_sides(h100, a100b | {"metric": "goodput"}, 40, 24) is None  # levels of another ratio
     assert mix_shift_sides(h100, a100b | {"before_level": float("nan")}, 40, 24) is None
+
+
+
+def test_a_clusters_goodput_change_through_its_allocation_is_an_allocation_side():
+    """detection.ALLOCATION_SIDE_OF: seed 126, h100-west's goodput -30.8 % from 10-21 (allocation its factor), its
+    allocation 0.857 -> 0.687 over the row's windows in `fleet_split`; a100-west's partner row +26.9 % from 10-20."""
+    split = json.dumps({"metric": "goodput_ref", "allocation_before": 0.857, "allocation_after": 0.687})
+    goodput = prepared(
+        row("h100-west", day=20, metric="goodput", top_factor="allocation", effect=-0.308, fleet_split=split)
+        | {"before_level": 0.34, "after_level": 0.235}
+    )
+    assert allocation_side(goodput) == (0.857, 0.687)  # the allocation's levels, not the goodput's
+    partner = prepared(allocation("a100-west", 19, 0.763, 0.968))
+    reason = mix_shift_sides(goodput, partner, 192, 256)
+    assert "work moved from h100-west to a100-west" in reason and "32.6 fewer" in reason
+    assert allocation_side(goodput | {"top_factor": "program_goodput"}) is None  # its goodput fell for another reason
+    assert allocation_side(goodput | {"fleet_split": None}) is None  # no allocation levels: unknown, no balance
+    assert mix_shift_sides(goodput | {"fleet_split": None}, partner, 192, 256) is None
+    assert allocation_side(goodput | {"grain": "node"}) is None
 
 
 def test_a_mix_shifts_two_sides_are_one_incident_rooted_where_goodput_moved():

@@ -108,6 +108,7 @@ def test_the_partner_joins_the_first_side_and_the_shift_is_detected():
     rows, tests = mix_partner_rows(
         batch,
         scan.changes,
+        [],
         GPUS,
         CONFIG,
         lambda grain, metric: GRAIN_MIN_EFFECTS[grain],
@@ -157,3 +158,31 @@ def test_the_partner_joins_the_first_side_and_the_shift_is_detected():
     assert evaluate(frame(receiving, partner), [shift], topology)["detected_labels"] == 1
     alone = evaluate(frame(receiving), [shift], topology)
     assert alone["detected_labels"] == 0 and len(alone["receiving_groups"]) == 1
+
+
+# seed 126's daily allocation, 10-01..10-30: h100-west drained from 10-21 (0.46, 0.87, 0.53, 0.60, 0.25), a scan p
+# of 0.056; a100-west full from 10-20; the scan found h100-west's goodput falling on 10-21, through its allocation
+H100_WEST_126 = [0.657, 0.873, 0.837, 0.821, 0.724, 0.821, 0.917, 0.865, 0.867, 0.858, 0.862, 0.959, 0.79, 0.944, 0.922]
+H100_WEST_126 += [0.935, 0.991, 0.893, 0.833, 0.776, 0.463, 0.869, 0.534, 0.595, 0.252, 0.892, 0.736, 0.812, 0.981, 0.741]
+A100_WEST_126 = [0.59, 0.794, 0.824, 0.788, 0.883, 0.848, 0.818, 0.932, 0.864, 0.856, 0.874, 0.862, 0.663, 0.854, 0.87]
+A100_WEST_126 += [0.834, 0.656, 0.775, 0.68, 0.972, 0.973, 0.998, 0.984, 0.988, 0.998, 0.851, 0.822, 0.924, 0.759, 0.905]
+
+
+def test_a_side_seen_in_goodput_tests_its_partner_a_day_either_side_bonferroni():
+    values = series(H100_WEST_126, A100_WEST_126, FLAT)
+    kwargs = dict(max_pvalue=0.01, max_qvalue=0.05, min_effect=0.01)
+    drained = AllocationChange("h100-west", 20, 0.857, 0.687, seen_as="goodput")
+    (filled,) = [r for r in partner_tests([drained], values, GPUS, **kwargs) if r["cluster"] == "a100-west"]
+    # a100-west's first full day (10-20) in the before window at the goodput's split: the exact p is 0.013; a day
+    # earlier 4 / 3432, times the 3 splits tried
+    assert filled["called"] and filled["split"] == 19 and filled["first_split"] == 20 and filled["splits_tested"] == 3
+    assert filled["p_value"] == pytest.approx(3 * 4 / 3432)
+    assert filled["gpus_moved"] > 0 > filled["first_gpus_moved"]
+    # the same side as a scanned allocation change keeps its own split only: no call
+    (alone,) = [
+        r
+        for r in partner_tests([dataclasses.replace(drained, seen_as="allocation")], values, GPUS, **kwargs)
+        if r["cluster"] == "a100-west"
+    ]
+    assert alone["splits_tested"] == 1 and alone["split"] == 20 and not alone["called"]
+    assert alone["p_value"] == pytest.approx(0.0131, abs=1e-3)

@@ -31,6 +31,7 @@ from perf_assets.lib.changepoint import (
 )
 from perf_assets.lib.fault_rates import excess_rate
 from perf_assets.lib.grouping import FACTOR_OF_METRIC
+from perf_assets.lib.incident_joins import GROUP_WINDOW_DAYS
 from perf_assets.lib.knock_on import (
     MIN_ROLLOUT_NODES,
     down_time_knock_ons,
@@ -187,6 +188,12 @@ REFERENCE_WEIGHTED = {"goodput": "goodput_ref"}
 # cluster allocation change therefore carries the fleet goodput's split (§6's lens, as a fleet goodput row's) over its
 # own windows, so the incident says whether the fleet lost output to mix, rate or occupancy.
 FLEET_SPLIT = ("cluster", "allocation")
+# ... and so does a cluster's goodput change whose factor is allocation (`top_factor`), which the scan often finds when
+# the allocation series itself, drained unevenly, is no change (fleet-1k seed 126: h100-west's goodput -30.8 % from
+# 10-20, allocation Δln -0.22 of its -0.37, while the allocation scan read p 0.056): it stands for the cluster's
+# allocation side, with that series' pooled levels over its windows in the split (`allocation_before`, `_after`), and
+# the mix-shift partner test starts from it as from a scanned allocation change
+ALLOCATION_SIDE_OF = ("cluster", "goodput")
 # ... over at most a week either side of the change (within the row's windows), as fct_attribution_mix_rate's periods
 # (var attribution_period_days, 7): other clusters' changes weeks away are not this change's rate
 FLEET_SPLIT_DAYS = 7
@@ -418,19 +425,29 @@ def rollout_canaries(
 def mix_partner_rows(
     batch: SeriesBatch,
     changes: list[ChangePoint],
+    allocation_sides: list[AllocationChange],
     gpus: dict[str, int],
     config: DetectorConfig,
     min_effect,
     fleet_split,
 ) -> tuple[list[dict], int]:
     """The other side of the scan's cluster allocation changes (mix_partner.py): a `regressions` row per call, split
-    on the first side's day, and the number of tests made. ``gpus``: installed GPUs per cluster; ``fleet_split(start,
-    change, stop)``: the `fleet_split` columns over those columns of the batch, as a scanned allocation change has."""
+    on the first side's day, and the number of tests made. ``allocation_sides``: cluster goodput changes whose factor
+    is allocation (ALLOCATION_SIDE_OF), first sides too unless their cluster's allocation changed within
+    GROUP_WINDOW_DAYS of them; ``gpus``: installed GPUs per cluster; ``fleet_split(start, change, stop)``: the
+    `fleet_split` columns over those columns of the batch, as a scanned allocation change has."""
     rows_of = {key[1]: row for row, key in enumerate(batch.keys) if key[0] == "cluster" and key[2] == "allocation"}
     scanned = [
         AllocationChange(batch.keys[c.series_index][1], c.index, c.before_level, c.after_level)
         for c in changes
         if batch.keys[c.series_index][0] == "cluster" and batch.keys[c.series_index][2] == "allocation"
+    ]
+    scanned += [
+        side
+        for side in allocation_sides
+        if not any(
+            other.cluster == side.cluster and abs(other.split - side.split) <= GROUP_WINDOW_DAYS for other in scanned
+        )
     ]
     if not scanned:
         return [], 0
@@ -479,7 +496,7 @@ def mix_partner_rows(
                     )
                 },
                 statistic=math.log1p(result["relative_effect"]),
-                test=describe_partner(result, day.isoformat()),
+                test=describe_partner(result, batch.dates[result.get("first_split", result["split"])].isoformat()),
                 verdict="confirmed" if result["n_after"] >= config.confirm_points else "provisional",
                 shape="step",
                 welch_ci_low=math.nan,
@@ -1025,16 +1042,38 @@ def detect_regressions(
         columns["segments"] = json.dumps(columns["segments"])
         return columns
 
-    def fleet_split(grain: str, metric: str, start: int, change: int, stop: int) -> dict:
+    def allocation_levels(entity: str, start: int, change: int, stop: int) -> tuple[float, float] | None:
+        """A cluster's pooled allocation before and after ``change`` over [start, stop); None when unknown."""
+        row = row_of.get(("cluster", entity, "allocation"))
+        if row is None:
+            return None
+        levels = []
+        for lo, hi in ((start, change), (change, stop)):
+            num, den = batch.numerators[row, lo:hi], batch.denominators[row, lo:hi]
+            keep = np.isfinite(num) & np.isfinite(den) & (den > 0)
+            if not keep.any():
+                return None
+            levels.append(float(num[keep].sum() / den[keep].sum()))
+        return levels[0], levels[1]
+
+    def fleet_split(
+        grain: str, metric: str, start: int, change: int, stop: int, entity: str = "", top: str | None = None
+    ) -> dict:
         """A cluster allocation change's `fleet_split` column: the fleet's goodput over its clusters on the row's
-        windows (FLEET_SPLIT), whether or not the fleet's own series changed enough to be detected."""
-        if (grain, metric) != FLEET_SPLIT:
+        windows (FLEET_SPLIT), whether or not the fleet's own series changed enough to be detected; also a cluster
+        goodput change whose factor is allocation (ALLOCATION_SIDE_OF), with the cluster's allocation levels."""
+        side = (grain, metric) == ALLOCATION_SIDE_OF and top == "allocation"
+        if (grain, metric) != FLEET_SPLIT and not side:
+            return {}
+        levels = allocation_levels(entity, start, change, stop) if side else None
+        if side and levels is None:
             return {}
         start, stop = max(start, change - FLEET_SPLIT_DAYS), min(stop, change + FLEET_SPLIT_DAYS)
         split = split_over_segments("fleet", "fleet", "goodput", start, change, stop)
         if split is None:
             return {}
         relative = split.after_level / split.before_level - 1 if split.before_level else None
+        sides = {"allocation_before": levels[0], "allocation_after": levels[1]} if levels else {}
         return {
             "fleet_split": json.dumps(
                 {
@@ -1047,6 +1086,7 @@ def detect_regressions(
                     "after_level": split.after_level,
                     "relative_change": relative,
                 }
+                | sides
                 | split.as_columns("cluster"),
                 default=float,
             )
@@ -1126,6 +1166,7 @@ def detect_regressions(
     rollouts["changed_at"] = pd.to_datetime(rollouts["changed_at"], utc=True)  # once, not per change
     detected_at = detected_at or datetime.now(timezone.utc)
     rows = []
+    allocation_sides: list[AllocationChange] = []  # cluster goodput changes that stand for their allocation's
     splits = scan_splits(batch, changes, lambda grain, entity: entity if grain == "node" else gpu_nodes.get(entity))
     for change in changes:
         grain, entity, metric = batch.keys[change.series_index]
@@ -1157,6 +1198,10 @@ def detect_regressions(
         contributions = factor_log_contributions(batch, grain, entity, start, change.index, stop)
         total = sum(contributions.values())
         top = row_factor(metric, contributions)
+        if (grain, metric) == ALLOCATION_SIDE_OF and top == "allocation":
+            levels = allocation_levels(entity, start, change.index, stop)
+            if levels is not None:
+                allocation_sides.append(AllocationChange(entity, change.index, *levels, seen_as=metric))
         home = cluster_of(grain, entity)
         peers = [
             row
@@ -1212,7 +1257,7 @@ def detect_regressions(
                 "detected_at": detected_at,
             }
             | segment_split(grain, entity, metric, start, change.index, stop)
-            | fleet_split(grain, metric, start, change.index, stop)
+            | fleet_split(grain, metric, start, change.index, stop, entity, top)
             | {"split_date": split_day, "ramp_end_date": batch.dates[ramp[1]] if ramp else None}
             | {
                 "job_peer_nodes": json.dumps(job_peer_nodes(allocations, nodes, change_day))
@@ -1224,6 +1269,7 @@ def detect_regressions(
     partners, partner_series = mix_partner_rows(
         batch,
         changes,
+        allocation_sides,
         topology.gpus_per_cluster(),
         config,
         min_effect,

@@ -83,6 +83,7 @@ from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.established import all_expected
 from perf_assets.lib.incident_joins import (
     HARDWARE_METRICS,
+    allocation_side,
     explained_apart,
     factor_moved_earlier,
     factor_moved_later,
@@ -389,7 +390,7 @@ def group_regressions(regressions: pd.DataFrame, topology: Topology | None = Non
             if late["_pos"] not in joined and find(late["_pos"]) == nested_of[late["_pos"]]:
                 join_by_rule(late, fault_rates, lost_to_faults, all_lost_to_faults, lambda r: r["_link_day"], min)
     gpus = topology.gpus_per_cluster()  # for the mix shift's balance
-    allocations = [row for row in local if row["grain"] == "cluster" and row["metric"] == "allocation"]
+    allocations = [row for row in local if allocation_side(row) is not None]
     for a in allocations:  # a mix shift's sending side joins its receiving side (the best balanced one)
         if a["change_kind"] != "regression":
             continue

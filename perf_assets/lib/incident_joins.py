@@ -312,8 +312,28 @@ def shared_cause(fleet_row: dict, rows: list[dict]) -> tuple[int, str] | None:
 MIX_BALANCE = 1 / 3  # the smaller side of a mix shift moves at least this share of the larger side's GPUs
 
 
+def allocation_side(row: dict) -> tuple[float, float] | None:
+    """The allocation levels (before, after) of a row that is a cluster's allocation side, or None when it is not one.
+
+    A cluster ``allocation`` row is (its levels); so is a cluster ``goodput`` row whose factor is allocation and whose
+    `fleet_split` carries the cluster's allocation over the row's windows (detection.ALLOCATION_SIDE_OF: the scan found
+    the drop in goodput while the unevenly drained allocation series itself was no change)."""
+    if row.get("grain") != "cluster":
+        return None
+    if row.get("metric") == "allocation":
+        return row.get("before_level"), row.get("after_level")
+    text = row.get("fleet_split")
+    if row.get("metric") != "goodput" or row.get("top_factor") != "allocation" or not isinstance(text, str) or not text:
+        return None
+    split = json.loads(text)
+    if "allocation_before" not in split or "allocation_after" not in split:
+        return None
+    return split["allocation_before"], split["allocation_after"]
+
+
 def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) -> str | None:
-    """The reason two cluster ``allocation`` rows are a mix shift's sending and receiving sides, or None.
+    """The reason two cluster allocation sides (``allocation_side``) are a mix shift's sending and receiving sides,
+    or None.
 
     Work that moves from one cluster to another at about constant demand lowers the allocation of one and raises
     the other's on the same days: opposite directions, splits within ``GROUP_WINDOW_DAYS``, two clusters, and about the
@@ -327,13 +347,14 @@ def mix_shift_sides(a: dict, b: dict, gpus_a: int | None, gpus_b: int | None) ->
     Unknown GPU counts or levels: no join (unknown is not a balance)."""
     if a["grain"] != "cluster" or b["grain"] != "cluster" or a["entity_id"] == b["entity_id"]:
         return None
-    if a["metric"] != "allocation" or b["metric"] != "allocation" or a["change_kind"] == b["change_kind"]:
+    levels = {id(row): allocation_side(row) for row in (a, b)}
+    if None in levels.values() or a["change_kind"] == b["change_kind"]:
         return None
     if abs((a["_link_day"] - b["_link_day"]).days) > GROUP_WINDOW_DAYS or not gpus_a or not gpus_b:
         return None
     moved = []
     for row, gpus in ((a, gpus_a), (b, gpus_b)):
-        before, after = row.get("before_level"), row.get("after_level")
+        before, after = levels[id(row)]
         if before is None or after is None or before != before or after != after:
             return None
         moved.append((after - before) * gpus)
@@ -362,7 +383,7 @@ def mix_shift_fleet_split(rows: list[dict]) -> tuple[dict, dict] | None:
     sides = []
     for row in rows:
         text = row.get("fleet_split")
-        if row.get("grain") == "cluster" and row.get("metric") == "allocation" and isinstance(text, str) and text:
+        if allocation_side(row) is not None and isinstance(text, str) and text:
             split = json.loads(text)
             if split.get("attribution"):
                 sides.append((row, split))
@@ -371,7 +392,7 @@ def mix_shift_fleet_split(rows: list[dict]) -> tuple[dict, dict] | None:
     row, split = min(
         sides, key=lambda side: (side[1]["change_date"], -abs(float(side[1].get("relative_change") or 0.0)))
     )
-    clusters = {str(r["entity_id"]) for r in rows if r.get("grain") == "cluster" and r.get("metric") == "allocation"}
+    clusters = {str(r["entity_id"]) for r in rows if allocation_side(r) is not None}
     return row, pair_split(split, sorted(clusters))
 
 
