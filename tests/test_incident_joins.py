@@ -229,7 +229,6 @@ def test_a_mix_shifts_sides_move_about_as_many_gpus_the_opposite_way():
     assert mix_shift_sides(h100, a100b | {"before_level": float("nan")}, 40, 24) is None
 
 
-
 def test_a_clusters_goodput_change_through_its_allocation_is_an_allocation_side():
     """detection.ALLOCATION_SIDE_OF: seed 126, h100-west's goodput -30.8 % from 10-21 (allocation its factor), its
     allocation 0.857 -> 0.687 over the row's windows in `fleet_split`; a100-west's partner row +26.9 % from 10-20."""
