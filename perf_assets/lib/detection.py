@@ -98,7 +98,7 @@ ANCHOR_MAX_LOG_LIKELIHOOD = 2.0
 ANCHOR_GRAINS = ("node", "gpu")
 # Series the Student scan reads Huber-clipped (changepoint.DetectorConfig.clipped_metrics): a cluster's daily
 # allocation is heavy-tailed by nature (a day when a large job pends drains it: fleet-1k's clusters have days at
-# 0.63-0.75 among days at 0.85-0.93), and the very days a mix shift or a drain moves (h100-west at 0.16-0.69 for five
+# 0.63-0.75 among days at 0.85-0.93), and the very days a mix shift or a drain moves (h100-west at 0.16-0.69 for six
 # days on seed 124) inflate the t scan's variance so that it cannot pass p <= 0.01 (Student p 0.012, Huber 0.001)
 CLIPPED_SERIES = ("cluster/allocation",)
 UNANCHORED_METRICS = ("allocation", "availability")
@@ -190,7 +190,7 @@ REFERENCE_WEIGHTED = {"goodput": "goodput_ref"}
 FLEET_SPLIT = ("cluster", "allocation")
 # ... and so does a cluster's goodput change whose factor is allocation (`top_factor`), which the scan often finds when
 # the allocation series itself, drained unevenly, is no change (fleet-1k seed 126: h100-west's goodput -30.8 % from
-# 10-20, allocation Δln -0.22 of its -0.37, while the allocation scan read p 0.056): it stands for the cluster's
+# 10-21, allocation Δln -0.22 of its -0.37, while the allocation scan read p 0.056): it stands for the cluster's
 # allocation side, with that series' pooled levels over its windows in the split (`allocation_before`, `_after`), and
 # the mix-shift partner test starts from it as from a scanned allocation change
 ALLOCATION_SIDE_OF = ("cluster", "goodput")

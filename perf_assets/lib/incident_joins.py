@@ -70,7 +70,8 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   of one and raises the other's, on the same days, by about as many GPUs: opposite directions, so the time-and-scope
   links kept them apart, and the evaluation counted the receiving side aside (docs/evaluation.md) and the other
   as the incident. They are one incident with both sides as children (its root by grouping.py's rule: the
-  broadest entity, goodput first).
+  broadest entity, goodput first). A side is a cluster allocation row, or a cluster goodput row whose factor is
+  allocation and that carries the cluster's allocation levels (``allocation_side``; detection.ALLOCATION_SIDE_OF).
 * **A fleet change and the incident that shares its cause** (``shared_cause``). A fleet row joins the group among
   those near it in time with the largest effect (grouping.py); a group with a row that came with the same rollout
   as the fleet row (the same component, from, to and first day: ``rollout_events``; the rollout that changed more

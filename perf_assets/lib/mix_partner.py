@@ -9,7 +9,9 @@ On the log scale the scan tests, the day at 0.13 is an outlier that widens the n
 the 30-day scan's p stayed at 0.13 with the epidemic interval. The question "where did the work come from?" is
 narrower than "did this series change anywhere?", and has a direct test.
 
-For every allocation change the scan found on a cluster (its split day and direction), every other cluster whose
+For every allocation change the scan found on a cluster (its split day and direction), and every cluster goodput change
+whose factor is allocation (detection.ALLOCATION_SIDE_OF: its allocation's levels over the change's windows; a split
+chosen on goodput, so the partner is also tested a day either side, ``GOODPUT_SIDE_SPLITS``), every other cluster whose
 allocation has no change of its own within ``GROUP_WINDOW_DAYS`` of that day is tested over the same days:
 
 * Windows: up to ``WINDOW_DAYS`` days before the split day and from it on, inside the series; at least
