@@ -647,10 +647,10 @@ def seed_119_bad_batch() -> list[dict]:
     return [*rates, down]
 
 
-def runtime(node: str, day: int = 15, effect: float = -0.065, **extra) -> dict:
+def runtime(node: str, day: int = 15, effect: float = -0.065, peers: list[str] | None = None, **extra) -> dict:
     """n26's runtime goodput of 10-16 (-6.5 %): work since the last checkpoint lost to the faults, its job peer n27's
-    with it."""
-    peers = json.dumps(["a100-n3" if node == "a100-n2" else "a100-n2"])
+    with it (``peers``: the row's job peers, by default the other node of the two)."""
+    peers = json.dumps(peers if peers is not None else ["a100-n3" if node == "a100-n2" else "a100-n2"])
     return row(node, grain="node", metric="runtime_goodput", day=day, effect=effect, job_peer_nodes=peers, **extra)
 
 
@@ -660,14 +660,34 @@ def test_progress_lost_to_a_nodes_faults_joins_its_fault_rates_incident():
     assert grouped["group_id"].nunique() == 1  # was two: the batch, and the lost progress (a false alarm)
     reasons = grouped["joined_because"].dropna().tolist()
     assert len(reasons) == 1 and reasons[0].startswith("progress lost to faults: a100-n2's fault rate rose from")
-    # another factor's change on a faulting node without a fault rate of its own stays apart
-    apart = frame(*seed_119_bad_batch()[1:2], runtime("a100-n2"))
+    # a runtime change on a node without a fault rate of its own, none of whose job peers faults, stays apart
+    apart = frame(*seed_119_bad_batch()[1:2], runtime("a100-n2", peers=["a100-n4"]))
     assert group_regressions(apart, TOPOLOGY)["group_id"].nunique() == 2
     # before the rate's onset (beyond the window) or an improvement: not the faults' cost
     early = frame(*seed_119_bad_batch(), runtime("a100-n2", day=7))
     assert group_regressions(early, TOPOLOGY)["group_id"].nunique() == 2
     better = frame(*seed_119_bad_batch(), runtime("a100-n2", kind="improvement", effect=0.07))
     assert group_regressions(better, TOPOLOGY)["group_id"].nunique() == 2
+
+
+def test_progress_a_job_peer_lost_to_the_batchs_faults_joins_the_batchs_incident():
+    """fleet-1k seed 126: a100-west-n13, n14 and n22, without faults of their own, lost 3.1-3.4 % of runtime goodput
+    from 10-17 while their jobs ran with the bad batch's faulting nodes: a group of their own inside a noise-burst
+    decoy. Here a100-n1 and a100-n4, job peers of faulting n2 and n3."""
+    peers = [
+        runtime(node, day=16, effect=-0.031, peers=[peer])
+        for node, peer in (("a100-n1", "a100-n2"), ("a100-n4", "a100-n3"))
+    ]
+    grouped = group_regressions(frame(*seed_119_bad_batch(), *peers), TOPOLOGY)
+    assert grouped["group_id"].nunique() == 1  # was two: the batch, and its job peers' lost progress
+    reasons = grouped["joined_because"].dropna().tolist()
+    assert reasons and all(r.startswith("progress lost to a job peer's faults: a100-n") for r in reasons)
+    # job peers that do not fault: their own change, apart
+    unfaulted = [runtime("a100-n1", day=16, effect=-0.031, peers=["a100-n4"])]
+    assert group_regressions(frame(*seed_119_bad_batch(), *unfaulted), TOPOLOGY)["group_id"].nunique() == 2
+    # a job peer of a faulting node whose runtime fell before the faults began: not their cost
+    early = [runtime("a100-n1", day=6, effect=-0.031, peers=["a100-n2"])]
+    assert group_regressions(frame(*seed_119_bad_batch(), *early), TOPOLOGY)["group_id"].nunique() == 2
 
 
 def test_a_clusters_runtime_change_is_not_pulled_into_a_bad_batch_through_a_faulting_node():

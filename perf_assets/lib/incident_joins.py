@@ -52,7 +52,7 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   before window; the caller adds that goodput has no other row on that entity from ``GROUP_WINDOW_DAYS`` before the
   factor's split up to this one (``goodput_still_until``: goodput did not move with its factor, so this is not a
   second change), and that the goodput row's group has no explanation of its own (``explained_apart``).
-* **Progress lost to a node's faults** (``lost_to_faults``). A node that faults kills the jobs on it; they restart
+* **Progress lost to a node's faults, or its job peers'** (``lost_to_faults``). A node that faults kills the jobs on it; they restart
   from their last checkpoint, so the steps since then are done again and the restart (fault detection, requeue,
   restore) costs time: the job's runtime goodput falls, on every node of the job. An excess fault rate (shape
   'rate', ``xid_node_faults``) is a condition from its onset to its window's end, and a runtime goodput regression
@@ -61,8 +61,13 @@ for the join (column ``joined_because``), or None. grouping.py applies them afte
   batch's n26 and n27 (fault rates from 10-11 and 10-12) lost 6.5 % and 5.2 % of runtime goodput on 10-16, two rows
   of their own (job peers) inside the noise-burst decoy. Conditions, each needed: the late row is a node's
   ``runtime_goodput`` (or its goodput whose largest factor that is) regression with no configuration change of its
-  own; the condition is the same node's fault-rate regression; the late row splits from ``GROUP_WINDOW_DAYS``
-  before the rate's onset to its window's end. The caller adds that every row of the late row's group (as the
+  own; the condition is the fault-rate regression of the same node or of one of its job peers (``job_peer_nodes``:
+  in one allocation with it around the late row's split, s30); the late row splits from ``GROUP_WINDOW_DAYS``
+  before the rate's onset to its window's end. The job peers' part, fleet-1k seed 126: a100-west-n13, n14 and n22,
+  no faults of their own, lost 3.1-3.4 % of runtime goodput from 10-17 for three days while their jobs ran with the
+  bad batch's n25-n28 (fault rates from 10-11 to 10-14): three of their jobs ended at the second a batch node went
+  down (n28 on 10-17 22:50, n25 on 10-18 08:59, n26 on 10-19 13:47); a group of their own inside the noise-burst
+  decoy of 10-17. The caller adds that every row of the late row's group (as the
   nested links formed it) is such a cost of a fault rate in the condition's group, so a cluster's runtime goodput
   change (a checkpoint storage slowdown) is never pulled into a bad batch through one of its nodes, and that the
   group has no explanation of its own (``explained_apart``).
@@ -211,24 +216,32 @@ FAULT_RATE_METRICS = ("xid_node_faults",)  # an excess fault rate whose faults r
 
 def lost_to_faults(late: dict, condition: dict) -> str | None:
     """The reason ``late``, a node's runtime goodput regression, is progress lost to the faults of ``condition``, the
-    same node's excess fault rate, or None (module docstring: progress lost to a node's faults). Both rows prepared by
-    grouping.py; the caller checks the late row's group."""
+    excess fault rate of the same node or of one of its job peers, or None (module docstring: progress lost to a
+    node's faults). Both rows prepared by grouping.py; the caller checks the late row's group."""
     runtime = str(late.get("metric")) in ("runtime_goodput", "goodput") and late["_factor"] == "runtime_goodput"
     if not runtime or late["grain"] != "node" or late["_own_cause"] is not None:
         return None
     if condition.get("shape") != "rate" or str(condition.get("metric")) not in FAULT_RATE_METRICS:
         return None
-    if condition["grain"] != "node" or condition["entity_id"] != late["entity_id"]:
+    if condition["grain"] != "node":
         return None
+    own = condition["entity_id"] == late["entity_id"]
+    if not own and str(condition["entity_id"]) not in late["_job_peers"]:
+        return None  # neither its own node's faults nor a job peer's
     if late["change_kind"] != "regression" or condition["change_kind"] != "regression":
         return None
     end_day = condition["_after_end"] or condition["_link_day"]
     if not condition["_link_day"] - timedelta(days=GROUP_WINDOW_DAYS) <= late["_link_day"] <= end_day:
         return None
+    rose = (
+        f"fault rate rose from {condition['_link_day']} ({condition['metric']} "
+        f"{float(condition['relative_effect']):+.0%})"
+    )
+    if own:
+        return f"progress lost to faults: {late['entity_id']}'s {rose}, and a fault restarts its jobs from their last checkpoint"
     return (
-        f"progress lost to faults: {late['entity_id']}'s fault rate rose from {condition['_link_day']} "
-        f"({condition['metric']} {float(condition['relative_effect']):+.0%}), and a fault restarts its jobs from their "
-        "last checkpoint"
+        f"progress lost to a job peer's faults: {late['entity_id']} ran jobs with {condition['entity_id']}, whose {rose}; "
+        "a fault restarts the whole job from its last checkpoint"
     )
 
 
