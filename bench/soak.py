@@ -116,13 +116,18 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     An alert counts for the label it matches best (scope overlap and change day within MATCH_DAYS of the
     label's start, as in evaluation.py, the change day being the one the alert opened with or the one it
     holds now, the two days the store's dedup compares; the nearest start day, then a label of the alert's direction,
-    then a label whose factor is among the alert's spine factors, then the label order), so one alert near two
+    then a label whose factor is the alert's top factor (its headline's, as evaluation.py's tie), then one whose
+    factor is among the alert's spine factors, then the label whose nodes the alert's root fits best, then the label
+    order). Labels take alerts one to one first, in that order over all pairs, as evaluation.py matches groups (fleet-1k
+    seed 126: h200-east-n10's HBM decay alert, re-dated to its HBM probes' 10-16, lay a day nearer the half-cluster
+    driver rollout, which its cohort's alert pages, than the decay); an alert left over counts for its best
+    label, a second page of it. So one alert near two
     labels (a cluster's checkpoint slowdown two days before a mix shift there) is not counted twice;
     `alerts_matching_several_labels` lists those. Only alerts that paged count (`was_paged`). An improvement label
     (direction improvement) is `noticed` when an improvement notice of the store matches it: improvements are
     recorded, never paged (docs/alerts.md).
     """
-    from perf_assets.lib.evaluation import MATCH_DAYS, overlaps
+    from perf_assets.lib.evaluation import MATCH_DAYS, overlaps, scope_fit
 
     def distance(alert: dict, label: dict) -> int | None:
         start = date.fromisoformat(label["start"][:10])
@@ -130,30 +135,56 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         days = min(abs((date.fromisoformat(str(change)[:10]) - start).days) for change in changes)
         return days if overlaps(alert["grain"], alert["entity_id"], label, topology) and days <= MATCH_DAYS else None
 
-    def best_label(alert: dict) -> tuple[str | None, list[str]]:
+    def root_fit(alert: dict, label: dict) -> float:
+        """|common| / |either| of the alert's root's nodes and the label's (evaluation.scope_fit's root key)."""
+        nodes = topology.nodes_of(str(alert["grain"]), str(alert["entity_id"])) if alert["grain"] != "fleet" else set()
+        return scope_fit(nodes, label)
+
+    def ranked_labels(alert: dict) -> list[tuple]:
         ranked = []
         factors = set(alert.get("factors") or []) | set(alert.get("dedup_factors") or [])
         for order, label in enumerate(labels):
             days = distance(alert, label)
             if days is not None:
+                other_top = not label.get("factor") or label.get("factor") != alert.get("top_factor")
                 other_factor = label.get("factor") not in factors
                 ranked.append(
-                    (days, label.get("direction") != alert["direction"], other_factor, order, label["incident_id"])
+                    (
+                        days,
+                        label.get("direction") != alert["direction"],
+                        other_top,
+                        other_factor,
+                        -root_fit(alert, label),
+                        order,
+                        label["incident_id"],
+                    )
                 )
-        ranked.sort()
-        return (ranked[0][-1] if ranked else None), [item[-1] for item in ranked]
+        return sorted(ranked)
 
     real = [label["incident_id"] for label in labels if not label.get("decoy")]
     decoys = [label["incident_id"] for label in labels if label.get("decoy")]
     paged = [a for a in alerts if was_paged(a)]
     per_label: dict[str, list[str]] = {label: [] for label in real + decoys}
     several = {}
-    for alert in paged:
-        label, candidates = best_label(alert)
-        if label is not None:
-            per_label[label].append(alert["alert_id"])
-        if len(candidates) > 1:
-            several[alert["alert_id"]] = candidates
+    candidates = {alert["alert_id"]: ranked_labels(alert) for alert in paged}
+    for alert_id, ranked in candidates.items():
+        if len(ranked) > 1:
+            several[alert_id] = [item[-1] for item in ranked]
+    # one to one first, as evaluation.py matches groups: the (alert, label) pairs in rank order, each label taking its
+    # first alert; an alert left over then counts for its own best label, a second page of it
+    pairs = sorted(
+        (key, order, alert_id) for order, (alert_id, ranked) in enumerate(candidates.items()) for key in ranked
+    )
+    assigned: dict[str, str] = {}
+    for key, _, alert_id in pairs:
+        label = key[-1]
+        if alert_id not in assigned and not per_label[label]:
+            assigned[alert_id] = label
+            per_label[label].append(alert_id)
+    for alert_id, ranked in candidates.items():
+        if alert_id not in assigned and ranked:
+            assigned[alert_id] = ranked[0][-1]
+            per_label[ranked[0][-1]].append(alert_id)
     notices = [a for a in alerts if is_improvement_notice(a)]
     improvement_labels = [
         label for label in labels if label.get("direction") == "improvement" and not label.get("decoy")

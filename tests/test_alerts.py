@@ -957,6 +957,49 @@ def test_one_incident_whose_headline_moves_to_an_entity_it_held_as_a_child_is_on
     assert len(other.opened) == 1 and len(later.opened) == 1
 
 
+def test_one_incident_seen_under_two_headlines_that_share_a_child_is_one_alert(tmp_path):
+    """fleet-1k seed 126 (bench/replay_alerts.py): the h100-east bad batch opened on 10-04 as rack r10's fault rate of
+    10-02 with node n37's as a child; the 10-05 run, without the rack's row, rooted it at n35 (rack r9) with n37's
+    row of 10-02 as its child: neither headline holds the other, and it paged again."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_frame(
+        pd.DataFrame(
+            [
+                {"cluster": "alpha", "rack": f"alpha-r{r}", "node": f"alpha-n{r}{i}", "gpu_uuid": f"GPU-{r}{i}"}
+                for r in (1, 2)
+                for i in (1, 2)
+            ]
+        )
+    )
+
+    def faults(grain: str, name: str, day: str, children: list[tuple[str, str]]) -> dict:
+        row = regression(day, grain=grain, entity=name, metric="xid_node_faults", effect=9.0, ci=(3.4, 20.0))
+        (incident,) = build_incidents(frame(row), topology)
+        return incident | {
+            "children": [
+                {"grain": "node", "entity_id": node, "metric": "xid_node_faults", "change_date": when}
+                for node, when in children
+            ]
+        }
+
+    first = upsert_incidents(
+        tmp_path, [faults("rack", "alpha-r2", "2026-10-02", [("alpha-n21", "2026-10-02")])], now=NOW, topology=topology
+    )
+    again = upsert_incidents(
+        tmp_path, [faults("node", "alpha-n11", "2026-10-02", [("alpha-n21", "2026-10-02")])], now=NOW, topology=topology
+    )
+    assert len(first.opened) == 1 and again.opened == [] and again.unchanged == 1
+    # children of other series (another node), or of the same series three days apart: another incident
+    other = upsert_incidents(
+        tmp_path, [faults("node", "alpha-n12", "2026-10-02", [("alpha-n22", "2026-10-02")])], now=NOW, topology=topology
+    )
+    later = upsert_incidents(
+        tmp_path, [faults("node", "alpha-n12", "2026-10-06", [("alpha-n21", "2026-10-05")])], now=NOW, topology=topology
+    )
+    assert len(other.opened) == 1 and len(later.opened) == 1
+
+
 # --------------------------------------------------------------------------- dedup across daily runs (bench/soak.py)
 
 
@@ -1136,11 +1179,53 @@ def test_the_soak_gives_an_alert_between_two_labels_to_the_one_of_its_factor(tmp
     ]
     faults = regression(
         "2026-10-12", grain="node", entity="a100-n25", metric="xid_node_faults", effect=14.0, ci=(2, 49)
-    )
+    ) | {"top_factor": "availability"}  # as detection writes a fault rate's row
     (alert,) = upsert(tmp_path, faults, topology=topology).opened
     assert alert["factors"] == ["availability"]
     score = score_alerts(read_alerts(tmp_path), labels, topology, delivered={alert["alert_id"]: 1})
     assert score["alerts_per_label"] == {"ckpt": [], "batch": [alert["alert_id"]]}
+    # seed 126: the batch's alert also holds its job peers' lost progress (runtime goodput among its factors); its
+    # headline's factor, availability, still says whose it is
+    both = [a | {"factors": ["availability", "runtime_goodput"]} for a in read_alerts(tmp_path)]
+    assert both[0]["top_factor"] == "availability"
+    score = score_alerts(both, labels, topology, delivered={alert["alert_id"]: 1})
+    assert score["alerts_per_label"] == {"ckpt": [], "batch": [alert["alert_id"]]}
+
+
+def test_the_soak_gives_labels_their_alerts_one_to_one_before_counting_a_second_page(tmp_path):
+    """fleet-1k seed 126's replay: h200-east-n10's HBM decay alert (10-16, its probes' day) lies a day from the decay
+    (10-15) and on the day of the half-cluster driver rollout (10-16), whose cohort alert pages it: each label its
+    own alert, not the rollout two and the decay none. A third alert of the rollout is a second page of it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.soak import score_alerts
+    from perf_assets.lib.topology import Topology
+
+    nodes = [f"h200-n{i:02d}" for i in range(1, 5)]
+    topology = Topology.from_cluster_nodes({"h200": nodes})
+    labels = [
+        {"incident_id": i, "start": f"{day}T00:00:00Z", "direction": "regression", "factor": "program_goodput"}
+        | {"grain": "node", "cluster": "h200", "scope": {"clusters": ["h200"], "nodes": scope, "gpus": []}}
+        for i, day, scope in (("driver", "2026-10-16", nodes[:2]), ("hbm", "2026-10-15", nodes[1:2]))
+    ]
+
+    def paged(name: str, grain: str, entity: str, day: str = "2026-10-16") -> dict:
+        opened = [{"event": "created", "status": "open"}]
+        return {"alert_id": name, "status": "open", "grain": grain, "entity_id": entity, "change_date": day} | {
+            "direction": "regression",
+            "history": opened,
+        }
+
+    decay = paged("decay", "node", "h200-n02")
+    rollout = paged("rollout", "cohort", "h200-n01+h200-n02")
+    alerts = [decay | {"top_factor": "program_goodput"}, rollout | {"top_factor": "program_goodput"}]
+    score = score_alerts(alerts, labels, topology, delivered={})
+    assert score["alerts_per_label"] == {"driver": ["rollout"], "hbm": ["decay"]}
+    again = paged("again", "node", "h200-n01") | {"top_factor": "program_goodput"}
+    score = score_alerts([*alerts, again], labels, topology, delivered={})
+    assert score["alerts_per_label"] == {"driver": ["rollout", "again"], "hbm": ["decay"]}
+    assert score["alerted_more_than_once"] == {"driver": ["rollout", "again"]}
 
 
 def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_path):

@@ -721,6 +721,12 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     h100-east opened on rack r9's fault rate of 10-01 with rack r10's of 10-02 as a child; the 10-09 run rooted
     the same group at r10, with r9 as its child, and paged it again.
 
+    An incident that shares a child series with the alert (``shared_child_distance``: the same entity and metric among
+    both's children, compared at those children's change days) matches too: the same row seen under two headlines,
+    neither of which holds the other. fleet-1k seed 126 (bench/replay_alerts.py): the h100-east bad batch opened on
+    10-04 as rack r10's fault rate of 10-02 with node n37's as a child; the 10-05 run, without the rack's row, rooted
+    it at n35 (rack r9) with n37's row of 10-02 as its child, and paged it again.
+
     An incident that came with the same rollout as the alert (``incident_joins.rollout_events``: a component, both versions and the
     day of its first node, in both `coinciding_changes`) matches too: a rollout moves its nodes a day or two before
     the cluster's change is found, and each node's change is then a group of its own (fleet-1k seed 118,
@@ -757,11 +763,15 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         same = root == scope
         held, holds = child_days(alert, scope), child_days(incident, root)
         rollout = bool(rollouts and rollouts & rollout_events(alert))
+        shared = shared_child_distance(alert, incident)
         if not same and not held and not holds and not rollout and not _nested(root, scope, topology):
-            continue
+            if shared is None:
+                continue
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
         days = {change} | {date.fromisoformat(day) for day in holds}
         distance = min(abs((date.fromisoformat(anchor) - day).days) for anchor in anchors for day in days)
+        if shared is not None:
+            distance = min(distance, shared)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
@@ -770,6 +780,23 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         if best is None or rank < best[0]:
             best = (rank, alert)
     return best[1] if best else None
+
+
+def shared_child_distance(alert: dict, incident: dict) -> int | None:
+    """The fewest days between a child of the alert and a child of the incident that are one series (the same grain,
+    entity and metric), or None when they share none: the same row seen under two headlines."""
+    theirs: dict[tuple, list[date]] = {}
+    for child in alert.get("children") or []:
+        if child.get("change_date"):
+            key = (child.get("grain"), child.get("entity_id"), child.get("metric"))
+            theirs.setdefault(key, []).append(_day(child["change_date"]))
+    distances = [
+        abs((_day(child["change_date"]) - day).days)
+        for child in incident.get("children") or []
+        if child.get("change_date")
+        for day in theirs.get((child.get("grain"), child.get("entity_id"), child.get("metric")), [])
+    ]
+    return min(distances) if distances else None
 
 
 def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:
