@@ -13,8 +13,10 @@ of an incremental day as a ratio of the full rebuild's (the baseline, measured i
 
 What the score counts (`score_alerts`): an alert that paged (created `open`, or reopened; one stored
 `expected` from the start, a knock-on or an annotated change, never paged even if resolved later),
-counted for the one label it matches best (scope overlap, change day within 2 days of the label's
-start, nearest first, then a label of its direction), so one alert near two labels is not counted
+counted for one label (scope overlap, change day within 2 days of the label's start, nearest first,
+then a label of its direction, of its headline's factor, of its spine factors, whose nodes its root fits
+best), labels taking alerts one to one first as evaluation.py matches groups, an alert left over
+counting for its best label as a second page of it; so one alert near two labels is not counted
 twice. An improvement label is `noticed` when an improvement notice in the store (docs/alerts.md,
 "Improvements": stored, never paged) matches it; it is `alerted` only when a page matches it (a
 mix shift's sending side regresses). `--rescore` scores a kept --work folder again without running.
@@ -121,7 +123,7 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     order). Labels take alerts one to one first, in that order over all pairs, as evaluation.py matches groups (fleet-1k
     seed 126: h200-east-n10's HBM decay alert, re-dated to its HBM probes' 10-16, lay a day nearer the half-cluster
     driver rollout, which its cohort's alert pages, than the decay); an alert left over counts for its best
-    label, a second page of it. So one alert near two
+    label, a second page of it (decoys take no alert in the first pass). So one alert near two
     labels (a cluster's checkpoint slowdown two days before a mix shift there) is not counted twice;
     `alerts_matching_several_labels` lists those. Only alerts that paged count (`was_paged`). An improvement label
     (direction improvement) is `noticed` when an improvement notice of the store matches it: improvements are
@@ -170,15 +172,16 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     for alert_id, ranked in candidates.items():
         if len(ranked) > 1:
             several[alert_id] = [item[-1] for item in ranked]
-    # one to one first, as evaluation.py matches groups: the (alert, label) pairs in rank order, each label taking its
-    # first alert; an alert left over then counts for its own best label, a second page of it
+    # one to one first, as evaluation.py matches groups: the (alert, real label) pairs in rank order, each label taking
+    # its first alert; an alert left over then counts for its own best label, a second page of it (a decoy's only when
+    # no real label ranks before it: decoys take no alert in the first pass, a real label's second page is not a decoy's)
     pairs = sorted(
         (key, order, alert_id) for order, (alert_id, ranked) in enumerate(candidates.items()) for key in ranked
     )
     assigned: dict[str, str] = {}
     for key, _, alert_id in pairs:
         label = key[-1]
-        if alert_id not in assigned and not per_label[label]:
+        if label in real and alert_id not in assigned and not per_label[label]:
             assigned[alert_id] = label
             per_label[label].append(alert_id)
     for alert_id, ranked in candidates.items():
