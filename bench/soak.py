@@ -167,26 +167,22 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     decoys = [label["incident_id"] for label in labels if label.get("decoy")]
     paged = [a for a in alerts if was_paged(a)]
     per_label: dict[str, list[str]] = {label: [] for label in real + decoys}
-    several = {}
     candidates = {alert["alert_id"]: ranked_labels(alert) for alert in paged}
-    for alert_id, ranked in candidates.items():
-        if len(ranked) > 1:
-            several[alert_id] = [item[-1] for item in ranked]
+    several = {alert_id: [item[-1] for item in ranked] for alert_id, ranked in candidates.items() if len(ranked) > 1}
     # one to one first, as evaluation.py matches groups: the (alert, real label) pairs in rank order, each label taking
     # its first alert; an alert left over then counts for its own best label, a second page of it (a decoy's only when
     # no real label ranks before it: decoys take no alert in the first pass, a real label's second page is not a decoy's)
     pairs = sorted(
         (key, order, alert_id) for order, (alert_id, ranked) in enumerate(candidates.items()) for key in ranked
     )
-    assigned: dict[str, str] = {}
+    assigned: set[str] = set()
     for key, _, alert_id in pairs:
         label = key[-1]
         if label in real and alert_id not in assigned and not per_label[label]:
-            assigned[alert_id] = label
+            assigned.add(alert_id)
             per_label[label].append(alert_id)
     for alert_id, ranked in candidates.items():
         if alert_id not in assigned and ranked:
-            assigned[alert_id] = ranked[0][-1]
             per_label[ranked[0][-1]].append(alert_id)
     notices = [a for a in alerts if is_improvement_notice(a)]
     improvement_labels = [

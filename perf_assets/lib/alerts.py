@@ -764,9 +764,8 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         held, holds = child_days(alert, scope), child_days(incident, root)
         rollout = bool(rollouts and rollouts & rollout_events(alert))
         shared = shared_child_distance(alert, incident)
-        if not same and not held and not holds and not rollout and not _nested(root, scope, topology):
-            if shared is None:
-                continue
+        if not (same or held or holds or rollout or shared is not None or _nested(root, scope, topology)):
+            continue
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
         days = {change} | {date.fromisoformat(day) for day in holds}
         distance = min(abs((date.fromisoformat(anchor) - day).days) for anchor in anchors for day in days)
@@ -785,18 +784,19 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
 def shared_child_distance(alert: dict, incident: dict) -> int | None:
     """The fewest days between a child of the alert and a child of the incident that are one series (the same grain,
     entity and metric), or None when they share none: the same row seen under two headlines."""
+
+    def series_days(record: dict) -> list[tuple[tuple, date]]:
+        return [
+            ((child.get("grain"), child.get("entity_id"), child.get("metric")), _day(child["change_date"]))
+            for child in record.get("children") or []
+            if child.get("change_date")
+        ]
+
     theirs: dict[tuple, list[date]] = {}
-    for child in alert.get("children") or []:
-        if child.get("change_date"):
-            key = (child.get("grain"), child.get("entity_id"), child.get("metric"))
-            theirs.setdefault(key, []).append(_day(child["change_date"]))
-    distances = [
-        abs((_day(child["change_date"]) - day).days)
-        for child in incident.get("children") or []
-        if child.get("change_date")
-        for day in theirs.get((child.get("grain"), child.get("entity_id"), child.get("metric")), [])
-    ]
-    return min(distances) if distances else None
+    for key, day in series_days(alert):
+        theirs.setdefault(key, []).append(day)
+    distances = [abs((day - other).days) for key, day in series_days(incident) for other in theirs.get(key, ())]
+    return min(distances, default=None)
 
 
 def child_days(alert: dict, scope: tuple[str, str]) -> set[str]:
