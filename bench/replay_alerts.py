@@ -192,7 +192,8 @@ def main() -> int:
     print(
         f"improvement labels noticed {sorted(score['improvement_labels_noticed'])}, not noticed "
         f"{score['improvement_labels_not_noticed']}; decoys alerted {score['decoys_alerted'] or 0}; "
-        f"alerts {score['alerts']}, matching no label {score['alerts_matching_no_label']}, several labels "
+        f"alerts {score['alerts']}, matching no label {score['alerts_matching_no_label']}, changes back "
+        f"{score['changes_back'] or 0}, several labels "
         f"{score['alerts_matching_several_labels'] or 0}"
     )
     if args.json:

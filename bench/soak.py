@@ -17,7 +17,9 @@ counted for one label (scope overlap, change day within 2 days of the label's st
 then a label of its direction, of its headline's factor, of its spine factors, whose nodes its root fits
 best), labels taking alerts one to one first as evaluation.py matches groups, an alert left over
 counting for its best label as a second page of it; so one alert near two labels is not counted
-twice. An improvement label is `noticed` when an improvement notice in the store (docs/alerts.md,
+twice. An alert left over that is a real change back at a label's end (its recovery, or a mix shift's
+receiving side as the work arrives or leaves: evaluation.py's rule for groups) counts for neither
+(`changes_back`). An improvement label is `noticed` when an improvement notice in the store (docs/alerts.md,
 "Improvements": stored, never paged) matches it; it is `alerted` only when a page matches it (a
 mix shift's sending side regresses). `--rescore` scores a kept --work folder again without running.
 
@@ -125,17 +127,41 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     driver rollout, which its cohort's alert pages, than the decay); an alert left over counts for its best
     label, a second page of it (decoys take no alert in the first pass). So one alert near two
     labels (a cluster's checkpoint slowdown two days before a mix shift there) is not counted twice;
-    `alerts_matching_several_labels` lists those. Only alerts that paged count (`was_paged`). An improvement label
+    `alerts_matching_several_labels` lists those. An alert left over that is a real change back at a label's end
+    (``change_back_of``) counts for neither label nor false alarm: `changes_back`. Only alerts that paged count
+    (`was_paged`). An improvement label
     (direction improvement) is `noticed` when an improvement notice of the store matches it: improvements are
     recorded, never paged (docs/alerts.md).
     """
-    from perf_assets.lib.evaluation import MATCH_DAYS, overlaps, scope_fit
+    from perf_assets.lib.evaluation import MATCH_DAYS, OPPOSITE, overlaps, scope_fit
 
     def distance(alert: dict, label: dict) -> int | None:
         start = date.fromisoformat(label["start"][:10])
         changes = {alert["change_date"], alert.get("dedup_change_date") or alert["change_date"]}
         days = min(abs((date.fromisoformat(str(change)[:10]) - start).days) for change in changes)
         return days if overlaps(alert["grain"], alert["entity_id"], label, topology) and days <= MATCH_DAYS else None
+
+    def change_back_of(alert: dict) -> str | None:
+        """The real label whose change back this alert is, as evaluation.py counts groups (neither a match nor a
+        false alarm): its recovery (the other direction, in its scope, within MATCH_DAYS of its end), or a mix
+        shift's receiving side (on the label's receiving `cluster`: the other direction near its start, its own
+        direction near its end, as the work arrives and leaves). fleet-1k seeds 127 and 128: a100-west's allocation
+        fell on 10-26/27 as the shift to it ended (10-26), and counted as a second page of a100-west-n05's thermal
+        throttle (10-26)."""
+        day = date.fromisoformat(str(alert["change_date"])[:10])
+        grain, entity = str(alert["grain"]), str(alert["entity_id"])
+        for label in labels:
+            if label.get("decoy") or label.get("direction") not in OPPOSITE:
+                continue
+            start, end = (date.fromisoformat(label[key][:10]) if label.get(key) else None for key in ("start", "end"))
+            back = OPPOSITE[label["direction"]] == alert["direction"]
+            days = [end] if back and end and overlaps(grain, entity, label, topology) else []
+            receiving = label.get("attribution") == "mix" and grain not in ("fleet", "job")
+            if receiving and topology.cluster_of(grain, entity) == label.get("cluster"):
+                days.append(start if back else end)
+            if any(other is not None and abs((day - other).days) <= MATCH_DAYS for other in days):
+                return label["incident_id"]
+        return None
 
     def root_fit(alert: dict, label: dict) -> float:
         """|common| / |either| of the alert's root's nodes and the label's (evaluation.scope_fit's root key)."""
@@ -181,8 +207,17 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         if label in real and alert_id not in assigned and not per_label[label]:
             assigned.add(alert_id)
             per_label[label].append(alert_id)
-    for alert_id, ranked in candidates.items():
-        if alert_id not in assigned and ranked:
+    changes_back: dict[str, str] = {}
+    for alert in paged:
+        alert_id, ranked = alert["alert_id"], candidates[alert["alert_id"]]
+        if alert_id in assigned:
+            continue
+        back = change_back_of(alert)
+        if back is not None:
+            changes_back[alert_id] = (
+                back  # a real change back at a label's end: neither a second page nor a false alarm
+            )
+        elif ranked:
             per_label[ranked[0][-1]].append(alert_id)
     notices = [a for a in alerts if is_improvement_notice(a)]
     improvement_labels = [
@@ -192,7 +227,7 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         label["incident_id"]: [a["alert_id"] for a in notices if distance(a, label) is not None]
         for label in improvement_labels
     }
-    matched = {alert_id for ids in per_label.values() for alert_id in ids}
+    matched = {alert_id for ids in per_label.values() for alert_id in ids} | set(changes_back)
     return {
         "labels": len(real),
         "alerts_per_label": {label: per_label[label] for label in real},
@@ -206,6 +241,7 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         "alerts": len(paged),
         "alerts_matching_no_label": sorted(a["alert_id"] for a in paged if a["alert_id"] not in matched),
         "alerts_matching_several_labels": several,
+        "changes_back": dict(sorted(changes_back.items())),
         "stored_never_paged": sorted(
             a["alert_id"] for a in alerts if not was_paged(a) and not is_improvement_notice(a)
         ),
@@ -348,8 +384,8 @@ def main() -> int:
         f"labels {score['labels']}: alerted once {len(score['alerted_once'])}, more than once "
         f"{len(score['alerted_more_than_once'])} {score['alerted_more_than_once'] or ''}, not alerted "
         f"{len(score['not_alerted'])} {score['not_alerted']}; decoys alerted {score['decoys_alerted'] or 0}; "
-        f"alerts {score['alerts']}, matching no label {len(score['alerts_matching_no_label'])}; "
-        f"alerts paged more than once {score['alerts_paged_more_than_once'] or 0}; peak RSS "
+        f"alerts {score['alerts']}, matching no label {len(score['alerts_matching_no_label'])}, changes back "
+        f"{score['changes_back'] or 0}; alerts paged more than once {score['alerts_paged_more_than_once'] or 0}; peak RSS "
         f"{result['peak_rss_mib']:.0f} MiB"
     )
     if args.json:

@@ -1228,6 +1228,52 @@ def test_the_soak_gives_labels_their_alerts_one_to_one_before_counting_a_second_
     assert score["alerted_more_than_once"] == {"driver": ["rollout", "again"]}
 
 
+def test_the_soak_counts_the_work_leaving_a_mix_shifts_cluster_as_its_change_back_not_a_page(tmp_path):
+    """fleet-1k seeds 127 and 128's replays: the shift of work to a100-west ended on 10-26, and a100-west's allocation
+    fell on 10-26/27; that alert counted as a second page of a100-west-n05's thermal throttle (10-26). evaluation.py
+    counts such a group as the receiving side's end, neither a match nor a false alarm; so does the soak now."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.soak import score_alerts
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"a100": ["a100-n01", "a100-n05"], "h100": ["h100-n01"]})
+    scope = {"gpus": [], "nodes": []}
+    labels = [
+        {"incident_id": "thermal", "start": "2026-10-26T00:00:00Z", "direction": "regression", "grain": "gpu"}
+        | {
+            "factor": "program_goodput",
+            "cluster": "a100",
+            "scope": scope | {"clusters": ["a100"], "nodes": ["a100-n05"]},
+        },
+        {"incident_id": "mix", "start": "2026-10-20T00:00:00Z", "end": "2026-10-26T00:00:00Z", "grain": "fleet"}
+        | {"direction": "regression", "factor": "allocation", "attribution": "mix", "cluster": "a100"}
+        | {"scope": scope | {"clusters": ["a100", "h100"]}},
+    ]
+
+    def paged(name: str, grain: str, entity: str, day: str, factor: str) -> dict:
+        return {"alert_id": name, "status": "open", "grain": grain, "entity_id": entity, "change_date": day} | {
+            "direction": "regression",
+            "top_factor": factor,
+            "history": [{"event": "created", "status": "open"}],
+        }
+
+    alerts = [
+        paged("throttle", "node", "a100-n05", "2026-10-26", "program_goodput"),
+        paged("sending", "cluster", "h100", "2026-10-20", "allocation"),
+        paged("leaving", "cluster", "a100", "2026-10-27", "allocation"),
+    ]
+    score = score_alerts(alerts, labels, topology, delivered={})
+    assert score["alerts_per_label"] == {"thermal": ["throttle"], "mix": ["sending"]}
+    assert score["changes_back"] == {"leaving": "mix"} and score["alerted_more_than_once"] == {}
+    assert score["alerts_matching_no_label"] == []
+    # without the shift's end in its labels, the same alert is a second page of the throttle it lies near
+    ongoing = [labels[0], {key: value for key, value in labels[1].items() if key != "end"}]
+    score = score_alerts(alerts, ongoing, topology, delivered={})
+    assert score["changes_back"] == {} and score["alerted_more_than_once"] == {"thermal": ["throttle", "leaving"]}
+
+
 def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_path):
     (alert,) = upsert(tmp_path, regression("2026-10-19")).opened
     # one run, two incidents of alpha 2 days apart (a companion's group and goodput's): the first one's evidence
@@ -1238,6 +1284,74 @@ def test_two_incidents_of_one_run_on_one_alert_do_not_toggle_its_change_day(tmp_
 
 
 # --------------------------------------------------------------------------- factors, escalation, gains (issue 7)
+
+
+def test_of_two_incidents_of_one_run_on_one_alert_the_nearer_one_takes_it_not_the_first_sorted(tmp_path):
+    """fleet-1k seed 128 (bench/replay_alerts.py): h100-west's rack power cap opened on 10-22; a run whose grouping
+    mixed it with the image stall moved the alert to 10-20; the next runs held the image stall (10-18) and the power cap
+    (10-22) as two incidents, and the image stall, sorted first, took the power cap's alert (re-dated to 10-18)."""
+
+    def change(day: str, metric: str) -> dict:
+        return regression(day, metric=metric, top_factor="program_goodput")
+
+    (power,) = upsert(tmp_path, change("2026-10-22", "power_ratio")).opened
+    moved = upsert(tmp_path, change("2026-10-20", "program_goodput"))
+    assert [a["change_date"] for a in moved.updated] == ["2026-10-20"]
+    both = build_incidents(frame(change("2026-10-18", "program_goodput"))) + build_incidents(
+        frame(change("2026-10-22", "power_ratio"))
+    )
+    assert [i["change_date"] for i in both] == ["2026-10-18", "2026-10-22"]  # the image stall sorts first
+    again = upsert_incidents(tmp_path, both, now=NOW)
+    assert again.opened == [] and again.unchanged == 1
+    assert [(a["alert_id"], a["change_date"], a["headline_metric"]) for a in again.updated] == [
+        (power["alert_id"], "2026-10-22", "power_ratio")
+    ]
+
+
+def test_a_nodes_hardware_incident_inside_a_rollouts_alert_is_its_own_alert(tmp_path):
+    """fleet-1k seeds 126-128 (bench/replay_alerts.py): h200-east-n10's HBM decay, seen from 10-16 on its probes,
+    lay inside the alert of the driver rollout to half of h200-east (10-16), which n10 took too: the rollout's alert
+    stood for it (nested, the same rollout) and the decay never paged. Grouping keeps such a node apart."""
+    from perf_assets.lib.topology import Topology
+
+    topology = Topology.from_cluster_nodes({"alpha": [f"alpha-n{i:02d}" for i in range(1, 9)]})
+    driver = {"component": "driver", "from": "550.54.15", "to": "560.35.03", "nodes": 4, "of_nodes": 8}
+    rollout = json.dumps([driver | {"first_at": "2026-10-16T00:00:00+00:00"}])
+
+    def cause(dimension: str, value: str) -> str:
+        return json.dumps([{"dimension": dimension, "value": value, "did_effect": -0.09}])
+
+    cluster = regression(
+        "2026-10-16",
+        metric="program_goodput",
+        coinciding_changes=rollout,
+        cause_candidates=cause("driver", "560.35.03"),
+    )
+    (alert,) = upsert(tmp_path, cluster, topology=topology).opened
+    assert alert["dedup_top_cause"]["dimension"] == "driver"
+
+    def node(*metrics: str) -> list[dict]:
+        rows = [
+            regression(
+                "2026-10-16",
+                grain="node",
+                entity="alpha-n03",
+                metric=metric,
+                coinciding_changes=rollout,
+                cause_candidates=cause("node", "alpha-n03"),
+            )
+            for metric in metrics
+        ]
+        return build_incidents(frame(*rows), topology)
+
+    # the node's program goodput alone: the rollout's step on it, the rollout's alert stands
+    step = upsert_incidents(tmp_path, node("program_goodput"), now=NOW, topology=topology)
+    assert step.opened == [] and step.unchanged == 1
+    # with its HBM probe: a hardware incident of its own
+    decay = upsert_incidents(tmp_path, node("program_goodput", "probe_hbm_bw_ratio"), now=NOW, topology=topology)
+    assert [(a["entity_id"], sorted(a["metrics"])) for a in decay.opened] == [
+        ("alpha-n03", ["probe_hbm_bw_ratio", "program_goodput"])
+    ]
 
 
 def test_two_incidents_of_other_factors_on_one_cluster_within_two_days_are_two_alerts(tmp_path):

@@ -38,10 +38,11 @@ import yaml
 from filelock import FileLock
 
 from perf_assets.lib.alert_text import finite_number, lost_per_day
+from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.established import all_expected, not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
-from perf_assets.lib.incident_joins import rollout_events
+from perf_assets.lib.incident_joins import HARDWARE_METRICS, rollout_events
 from perf_assets.lib.topology import Topology, cohort_nodes
 
 EVENTS_FILE = "events.jsonl"
@@ -693,7 +694,17 @@ def _alert_id(incident: dict) -> str:
 
 
 def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None = None) -> dict | None:
-    """The stored alert this incident is: same root entity and direction, change day ± 2 days.
+    """The stored alert this incident is (the first of ``match_candidates``), or None."""
+    candidates = match_candidates(alerts, incident, topology)
+    return candidates[0][1] if candidates else None
+
+
+def match_candidates(
+    alerts: Iterable[dict], incident: dict, topology: Topology | None = None
+) -> list[tuple[tuple[int, int, int], dict]]:
+    """The stored alerts this incident may be, best first, each with its rank (0 for the same root entity, else 1;
+    the days between their headlines, or the alert's children on the incident's root; the fewest days between any of
+    these or a shared child series): same root entity and direction, change day ± 2 days.
 
     The metric group is not part of the key: an incident group already holds every metric of its
     root entity within ± 2 days (perf_assets/lib/grouping.py), and the headline metric of a group can
@@ -747,11 +758,17 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
     that grouping keeps apart by factor (a checkpoint slowdown, runtime goodput; a mix shift's idle GPUs,
     allocation) are two alerts, not the first one's alert updated by the second; a side whose factor is
     unknown matches as before.
+
+    A hardware incident inside a rollout's alert (``hardware_apart``: thermal, HBM or fault rows, which the alert
+    lacks) is its own unless it has the alert's root or shares a child series with it, even when its node took the
+    rollout. fleet-1k seeds 126-128 (bench/replay_alerts.py): h200-east-n10's HBM decay (its probes from 10-16, its
+    own node the cause) was taken in by the cohort alert of the half-cluster driver rollout of 10-16, which the node
+    took too, and never paged.
     """
     change = date.fromisoformat(incident["change_date"])
     scope = (incident["grain"], incident["entity_id"])
     rollouts = rollout_events(incident)
-    best = None
+    ranked = []
     for alert in alerts:
         if alert["direction"] != incident["direction"]:
             continue
@@ -766,19 +783,19 @@ def find_match(alerts: Iterable[dict], incident: dict, topology: Topology | None
         shared = shared_child_distance(alert, incident)
         if not (same or held or holds or rollout or shared is not None or _nested(root, scope, topology)):
             continue
+        if not same and shared is None and hardware_apart(alert, incident):
+            continue  # a node's own hardware fault, not the rollout it took
         anchors = {alert.get("dedup_change_date") or alert["change_date"], alert["change_date"]} | held
         days = {change} | {date.fromisoformat(day) for day in holds}
-        distance = min(abs((date.fromisoformat(anchor) - day).days) for anchor in anchors for day in days)
-        if shared is not None:
-            distance = min(distance, shared)
+        direct = min(abs((date.fromisoformat(anchor) - day).days) for anchor in anchors for day in days)
+        distance = direct if shared is None else min(direct, shared)
         if distance > DEDUP_WINDOW_DAYS:
             continue
         if alert["status"] == "resolved" and change > date.fromisoformat(alert["resolved_on"]):
             continue
-        rank = (0 if same else 1, distance)  # the same entity first, then the nearest day
-        if best is None or rank < best[0]:
-            best = (rank, alert)
-    return best[1] if best else None
+        # the same entity first, then the nearest day of the headlines (and children on the root), then of any child
+        ranked.append(((0 if same else 1, direct, distance), alert))
+    return sorted(ranked, key=lambda item: item[0])
 
 
 def shared_child_distance(alert: dict, incident: dict) -> int | None:
@@ -816,6 +833,21 @@ def factors_compatible(alert: dict, incident: dict) -> bool:
     ours = set(incident.get("factors") or [])
     theirs = set(alert.get("dedup_factors") or []) | set(alert.get("factors") or [])
     return not ours or not theirs or bool(ours & theirs)
+
+
+def hardware_apart(alert: dict, incident: dict) -> bool:
+    """The alert is a rollout's (its top cause, when it opened or now, a node_software or config dimension:
+    causes.SOFTWARE_DIMENSIONS) without hardware evidence, and the incident holds some (a row of a metric no rollout
+    moves: incident_joins.HARDWARE_METRICS, a thermal throttle, HBM bandwidth, faults): a hardware incident on a node
+    that took the rollout is its own, as grouping keeps it (incident_joins.explained_apart)."""
+
+    def metrics(record: dict) -> set[str]:
+        return set(record.get("metrics") or {}) | {str(child.get("metric")) for child in record.get("children") or []}
+
+    causes = [alert.get("dedup_top_cause"), alert.get("top_cause")]
+    rollout = any(cause and cause.get("dimension") in SOFTWARE_DIMENSIONS for cause in causes)
+    hardware = set(HARDWARE_METRICS)
+    return rollout and bool(metrics(incident) & hardware) and not metrics(alert) & hardware
 
 
 def _explained_by_detection(alert: dict) -> bool:
@@ -856,6 +888,30 @@ EVIDENCE_FIELDS = (
 )
 
 
+def assign_stored_alerts(
+    alerts: list[dict], incidents: list[dict], topology: Topology | None = None
+) -> dict[int, dict | None]:
+    """Each incident of one run (by index) that may be a stored alert (``match_candidates``), with the alert it takes:
+    one alert per incident and one incident per alert, the (incident, alert) pairs taken in rank order over the run
+    (the same root entity first, then the nearest day), so an alert goes to the incident nearest it, not to the first
+    one sorted. None: each alert it may be went to an incident of the run nearer that alert. fleet-1k seed 128
+    (bench/replay_alerts.py): on 10-29 cluster h100-west held the image stall of 10-18 and the rack power cap of 10-22
+    as two incidents; the power cap's alert, moved to 10-20 by the run before, went to the image stall, sorted first,
+    and the power cap's own incident was left without an alert."""
+    pairs = sorted(
+        ((rank, index, alert["alert_id"]), alert)
+        for index, incident in enumerate(incidents)
+        for rank, alert in match_candidates(alerts, incident, topology)
+    )
+    taken: dict[int, dict | None] = {key[1]: None for key, _ in pairs}
+    claimed: set[str] = set()
+    for (_, index, alert_id), alert in pairs:
+        if taken[index] is None and alert_id not in claimed:
+            taken[index] = alert
+            claimed.add(alert_id)
+    return taken
+
+
 def upsert_incidents(
     alerts_dir: Path,
     incidents: list[dict],
@@ -876,9 +932,10 @@ def upsert_incidents(
 
     An incident that matches a stored alert (``find_match``) opens nothing; when its evidence
     changed (the change point moved a day, a factor joined) the alert gets an `updated` event.
-    One alert takes the evidence of one incident per run, the first (incidents come sorted by
-    entity and change day): two incidents of a run on one alert no longer toggle its change day
-    back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October).
+    One alert takes the evidence of one incident per run, the one nearest it (``assign_stored_alerts``: the
+    same root entity first, then the nearest day): two incidents of a run on one alert no longer toggle its
+    change day back and forth within the run (the s18 soak's cluster h100 alert went 21 → 19 → 21 October),
+    and an incident whose alerts all went to nearer incidents of the run opens nothing.
     An update that raises an active alert's severity above every level it had also gets an `escalated`
     event (``escalation``), which the delivery sends once per routed sink (alert_delivery.py).
     """
@@ -889,17 +946,19 @@ def upsert_incidents(
     with _lock(alerts_dir):
         alerts = fold(read_events(alerts_dir))
         events = []
-        claimed: set[str] = set()  # alerts an earlier incident of this run matched
-        for incident in incidents:
-            match = find_match(alerts.values(), incident, topology)
+        taken = assign_stored_alerts(list(alerts.values()), incidents, topology)
+        opened_now: list[dict] = []  # alerts this run opened
+        for index, incident in enumerate(incidents):
+            match = taken.get(index)
+            if index in taken and match is None:
+                result.unchanged += 1  # each alert it may be went to an incident of this run nearer that alert
+                continue
+            if index not in taken and find_match(opened_now, incident, topology) is not None:
+                result.unchanged += 1  # an alert an earlier incident of this run opened stands for it
+                continue
             if match is not None and (match["grain"], match["entity_id"]) != (incident["grain"], incident["entity_id"]):
                 result.unchanged += 1  # the same incident rooted at a nested entity: the alert stands as it is
                 continue
-            if match is not None and match["alert_id"] in claimed:
-                result.unchanged += 1  # a second incident of this run on it: the first's evidence stands
-                continue
-            if match is not None:
-                claimed.add(match["alert_id"])
             if match is not None:
                 changes = {
                     name: incident[name]
@@ -935,6 +994,7 @@ def upsert_incidents(
             alert["owner"] = config.owners.get(incident["entity_id"]) or config.owners.get(cluster or "")
             alert["dedup_change_date"] = incident["change_date"]
             alert["dedup_factors"] = list(incident.get("factors") or [])
+            alert["dedup_top_cause"] = incident.get("top_cause")
             annotation = matching_annotation(incident, annotations)
             status = "open"
             if incident["direction"] != "regression":  # an improvement: a notice in the store, never paged
@@ -952,7 +1012,7 @@ def upsert_incidents(
             event = _event("created", alert_id, now, actor, status=status, alert=alert)
             events.append(event)
             alerts[alert_id] = fold([event])[alert_id]
-            claimed.add(alert_id)
+            opened_now.append(alerts[alert_id])
             (result.expected if status == "expected" else result.opened).append(alerts[alert_id])
         append_events(alerts_dir, events)
     return result
