@@ -133,7 +133,7 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
     (direction improvement) is `noticed` when an improvement notice of the store matches it: improvements are
     recorded, never paged (docs/alerts.md).
     """
-    from perf_assets.lib.evaluation import MATCH_DAYS, OPPOSITE, overlaps, scope_fit
+    from perf_assets.lib.evaluation import MATCH_DAYS, is_recovery, overlaps, receiving_day, scope_fit
 
     def distance(alert: dict, label: dict) -> int | None:
         start = date.fromisoformat(label["start"][:10])
@@ -149,17 +149,15 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         fell on 10-26/27 as the shift to it ended (10-26), and counted as a second page of a100-west-n05's thermal
         throttle (10-26)."""
         day = date.fromisoformat(str(alert["change_date"])[:10])
-        grain, entity = str(alert["grain"]), str(alert["entity_id"])
+        grain, entity, direction = str(alert["grain"]), str(alert["entity_id"]), alert["direction"]
+        on_cluster = topology.cluster_of(grain, entity) if grain not in ("fleet", "job") else None
         for label in labels:
-            if label.get("decoy") or label.get("direction") not in OPPOSITE:
+            if label.get("decoy"):
                 continue
-            start, end = (date.fromisoformat(label[key][:10]) if label.get(key) else None for key in ("start", "end"))
-            back = OPPOSITE[label["direction"]] == alert["direction"]
-            days = [end] if back and end and overlaps(grain, entity, label, topology) else []
-            receiving = label.get("attribution") == "mix" and grain not in ("fleet", "job")
-            if receiving and topology.cluster_of(grain, entity) == label.get("cluster"):
-                days.append(start if back else end)
-            if any(other is not None and abs((day - other).days) <= MATCH_DAYS for other in days):
+            receiving = receiving_day(label, direction) if on_cluster == label.get("cluster") else None
+            if is_recovery(label, direction, grain, entity, day, topology) or (
+                receiving is not None and abs((day - receiving).days) <= MATCH_DAYS
+            ):
                 return label["incident_id"]
         return None
 
@@ -212,11 +210,9 @@ def score_alerts(alerts: list[dict], labels: list[dict], topology, delivered: di
         alert_id, ranked = alert["alert_id"], candidates[alert["alert_id"]]
         if alert_id in assigned:
             continue
-        back = change_back_of(alert)
+        back = change_back_of(alert)  # a real change back at a label's end: neither a second page nor a false alarm
         if back is not None:
-            changes_back[alert_id] = (
-                back  # a real change back at a label's end: neither a second page nor a false alarm
-            )
+            changes_back[alert_id] = back
         elif ranked:
             per_label[ranked[0][-1]].append(alert_id)
     notices = [a for a in alerts if is_improvement_notice(a)]

@@ -42,7 +42,7 @@ from perf_assets.lib.causes import SOFTWARE_DIMENSIONS
 from perf_assets.lib.detection import DETECTED_NODES, describe_regression
 from perf_assets.lib.established import all_expected, not_established
 from perf_assets.lib.grouping import FACTOR_OF_METRIC, factor_of, group_regressions
-from perf_assets.lib.incident_joins import HARDWARE_METRICS, rollout_events
+from perf_assets.lib.incident_joins import hardware_evidence, rollout_events
 from perf_assets.lib.topology import Topology, cohort_nodes
 
 EVENTS_FILE = "events.jsonl"
@@ -838,16 +838,15 @@ def factors_compatible(alert: dict, incident: dict) -> bool:
 def hardware_apart(alert: dict, incident: dict) -> bool:
     """The alert is a rollout's (its top cause, when it opened or now, a node_software or config dimension:
     causes.SOFTWARE_DIMENSIONS) without hardware evidence, and the incident holds some (a row of a metric no rollout
-    moves: incident_joins.HARDWARE_METRICS, a thermal throttle, HBM bandwidth, faults): a hardware incident on a node
+    moves: incident_joins.hardware_evidence, a thermal throttle, HBM bandwidth, faults): a hardware incident on a node
     that took the rollout is its own, as grouping keeps it (incident_joins.explained_apart)."""
 
-    def metrics(record: dict) -> set[str]:
-        return set(record.get("metrics") or {}) | {str(child.get("metric")) for child in record.get("children") or []}
+    def rows(record: dict) -> list[dict]:  # the root's metrics and the children, as rows with a `metric`
+        return [{"metric": metric} for metric in record.get("metrics") or {}] + list(record.get("children") or [])
 
     causes = [alert.get("dedup_top_cause"), alert.get("top_cause")]
     rollout = any(cause and cause.get("dimension") in SOFTWARE_DIMENSIONS for cause in causes)
-    hardware = set(HARDWARE_METRICS)
-    return rollout and bool(metrics(incident) & hardware) and not metrics(alert) & hardware
+    return rollout and hardware_evidence(rows(incident)) and not hardware_evidence(rows(alert))
 
 
 def _explained_by_detection(alert: dict) -> bool:

@@ -83,6 +83,28 @@ def _label_day(text: str | None) -> date | None:
     return date.fromisoformat(text[:10]) if text else None
 
 
+def is_recovery(label: dict, direction: str, grain: str, entity: str, day: date, topology: Topology) -> bool:
+    """A change of ``direction`` on (grain, entity) on ``day`` is the label's recovery: the other direction than the
+    label's, in its scope, within MATCH_DAYS of its `end` (a throttled GPU cooling down)."""
+    end = _label_day(label.get("end"))
+    return (
+        end is not None
+        and label.get("direction") in OPPOSITE
+        and direction == OPPOSITE[label["direction"]]
+        and overlaps(grain, entity, label, topology)
+        and abs((day - end).days) <= MATCH_DAYS
+    )
+
+
+def receiving_day(label: dict, direction: str) -> date | None:
+    """The day near which a change of ``direction`` on a mix shift's receiving cluster (its `cluster`) is its
+    receiving side: its start for the other direction (the work arriving), its end for its own (the work leaving);
+    None for a label that is no mix shift, or without that day."""
+    if label.get("attribution") != "mix" or label.get("direction") not in OPPOSITE:
+        return None
+    return _label_day({OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}.get(direction))
+
+
 def magnitude_bucket(label: dict) -> str:
     if label.get("decoy"):
         return "decoy"
@@ -392,12 +414,8 @@ def evaluate(
         if g_index in matched_groups:
             continue
         for label in real:
-            end = _label_day(label.get("end"))
-            if end is None or label.get("direction") not in OPPOSITE or group.direction != OPPOSITE[label["direction"]]:
-                continue
             if any(
-                overlaps(str(row["grain"]), str(row["entity_id"]), label, topology)
-                and abs((row["_day"] - end).days) <= MATCH_DAYS
+                is_recovery(label, group.direction, str(row["grain"]), str(row["entity_id"]), row["_day"], topology)
                 for row in group.rows
             ):
                 recoveries.append((g_index, group.summary() | {"recovery_of": label["incident_id"]}))
@@ -418,8 +436,7 @@ def evaluate(
         for label in real:
             if label.get("attribution") != "mix" or label.get("direction") not in OPPOSITE:
                 continue
-            day = {OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}[group.direction]
-            day = _label_day(day)
+            day = receiving_day(label, group.direction)
             side = label | {"grain": "cluster", "nodes": [], "scope": {"clusters": [label["cluster"]], "nodes": []}}
             on_side = bool(below) and all(
                 overlaps(str(row["grain"]), str(row["entity_id"]), side, topology) for row in below
