@@ -102,7 +102,9 @@ def receiving_day(label: dict, direction: str) -> date | None:
     None for a label that is no mix shift, or without that day."""
     if label.get("attribution") != "mix" or label.get("direction") not in OPPOSITE:
         return None
-    return _label_day({OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}.get(direction))
+    return _label_day(
+        {OPPOSITE[label["direction"]]: label["start"], label["direction"]: label.get("end")}.get(direction)
+    )
 
 
 def magnitude_bucket(label: dict) -> str:
