@@ -56,6 +56,38 @@ def test_bursts_need_enough_known_days():
     assert scan_burst(np.array(FRAGMENTED_PCT) / 100, np.where(np.arange(28) < 18, np.nan, 1.0)) is None
 
 
+# Cluster a100b's idle fragmented share on `incidents` seed 1's soak, run of 10-24 (24 days): settled days ~0 (a
+# spare cluster, full from the mix shift of 10-21), and its two latest days, which the next build rebuilds, read
+# 2.3 % while the jobs that ran over midnight were not yet reported; settled, those days were 0.14 % and 0.03 %.
+SOAK_FRAGMENTED_PCT = [0.0] * 20 + [0.03, 0.07, 2.3, 2.4]
+
+
+def test_a_burst_made_only_of_provisional_days_is_not_tested_yet():
+    values = np.array(SOAK_FRAGMENTED_PCT) / 100
+    assert scan_burst(values, np.ones(24)).start == 22  # the latest two days, were they settled
+    settled = np.arange(24) < 22
+    rest = scan_burst(values, np.ones(24), settled=settled)  # the strongest interval left is no burst
+    assert rest.intervals == 22 and rest.p_value == 1.0 and not 22 <= rest.start
+    # the a100 fragmentation (47.9 %, 37.5 %) on a series' latest two days after 12 quiet ones: found once its first
+    # day has settled, as before
+    fragmented = np.array(FRAGMENTED_PCT[11:23] + FRAGMENTED_PCT[9:11]) / 100
+    found = scan_burst(fragmented, np.ones(14), settled=np.arange(14) < 13)
+    assert (found.start, found.stop, found.intervals) == (12, 14, 13) and found.p_value < 1e-3
+    assert scan_burst(fragmented, np.ones(14), settled=np.arange(14) < 12).stop <= 12
+
+
+def test_burst_rows_leave_a_burst_on_provisional_days_for_the_next_build():
+    tree = _tree([("cluster", "a100b", "idle_fragmented_share", [v / 100 for v in SOAK_FRAGMENTED_PCT], [1.0] * 24)])
+
+    def min_effect(grain: str, metric: str) -> float:
+        return 0.01
+
+    (burst,), _ = burst_rows(tree, DetectorConfig(), min_effect)
+    assert burst["change_date"] == DAYS[22] and burst["verdict"] == "provisional"
+    tree["is_provisional"] = tree["metric_date"] >= DAYS[22]  # the run's lookback of 2 days
+    assert burst_rows(tree, DetectorConfig(), min_effect) == ([], 1)
+
+
 def test_an_excess_fault_rate_against_peers_and_its_onset():
     found = excess_rate(np.array(RACK_FAULTS, dtype=float), np.full(28, 2.0), 2, 308)
     assert found is not None

@@ -44,7 +44,7 @@ from perf_assets.lib.knock_on import (
 )
 from perf_assets.lib.mix_partner import AllocationChange, describe_partner, partner_tests
 from perf_assets.lib.mix_rate import mix_rate_split, work_weighted_split
-from perf_assets.lib.provisional import settled_verdicts
+from perf_assets.lib.provisional import provisional_days, settled_verdicts
 from perf_assets.lib.ramp import fit_ramp
 from perf_assets.lib.rollout_canary import (
     CANARY_COLUMNS,
@@ -238,10 +238,17 @@ def burst_rows(metric_tree: pd.DataFrame, config: DetectorConfig, min_effect) ->
     """Regression rows for short bursts of the ``BURST_SERIES`` (absolute effect >= the grain's minimum, in
     share points; Bonferroni p within a series, BH q across them), and the number of series tested."""
     batch = build_series(metric_tree, {grain: tuple(BURST_SERIES) for grain in BURST_GRAINS})
+    unsettled = provisional_days(metric_tree)
+    settled = np.array([day not in unsettled for day in batch.dates], dtype=bool)
     found = []
     for row, key in enumerate(batch.keys):
         burst = scan_burst(
-            batch.numerators[row], batch.denominators[row], BURST_DAYS[1], config.confidence, BURST_DAYS[0]
+            batch.numerators[row],
+            batch.denominators[row],
+            BURST_DAYS[1],
+            config.confidence,
+            BURST_DAYS[0],
+            settled=settled,
         )
         if burst is not None:
             found.append((row, burst))

@@ -10,7 +10,9 @@ wasted progress, a late file adds samples). A change is ``confirmed`` only by se
   day after the burst, is a provisional day.
 
 Provisional days still enter the tests and the effect sizes: they are the best figures there are, and an alert on
-them is marked ``provisional`` (docs/alerts.md).
+them is marked ``provisional`` (docs/alerts.md). One thing does not rest on them alone: a burst whose days are all
+provisional is not tested until its first day settles (bursts.py), because on the daily path the latest days'
+allocations are incomplete and a spare cluster that has filled up reads fragmented on exactly those days.
 """
 
 from __future__ import annotations
