@@ -88,6 +88,27 @@ def test_burst_rows_leave_a_burst_on_provisional_days_for_the_next_build():
     assert burst_rows(tree, DetectorConfig(), min_effect) == ([], 1)
 
 
+def test_two_faults_are_no_excess_rate_however_small_their_p():
+    # fleet-1k seed 1's soak, run of 10-06: h200-east-n08 had 2 XID faults in 6 days, its 127 peers 8 in 762
+    # node-days: exact p = P(X >= 2 | 10, 6 / 768) = 0.0027, and beside the bad batches' tests BH let it through
+    six = DAYS[:6]
+    rows = [("node", "h200-east-n08", "xid_node_faults", [1.0, 0, 0, 0, 1.0, 0], [1.0] * 6)]
+    rows += [("node", f"n{i}", "xid_node_faults", [1.0 if i < 8 and day == 2 else 0.0 for day in range(6)], [1.0] * 6)
+             for i in range(127)]  # fmt: skip
+    tree = _tree(rows)
+    tree = tree[tree["metric_date"].isin(six)]
+
+    def min_effect(grain: str, metric: str) -> float:
+        return 0.03
+
+    third = tree.copy()
+    third.loc[(third["entity_id"] == "h200-east-n08") & (third["metric_date"] == DAYS[2]), "numerator"] = 1.0
+    config = DetectorConfig(max_qvalue=None)  # each entity on its own p: the rule, not the family, decides
+    assert fault_rate_rows(tree, {}, config, min_effect) == ([], 128)
+    (three,), _ = fault_rate_rows(third, {}, config, min_effect)
+    assert three["entity_id"] == "h200-east-n08" and three["after_numerator"] == 3.0 and three["p_value"] < 1e-3
+
+
 def test_an_excess_fault_rate_against_peers_and_its_onset():
     found = excess_rate(np.array(RACK_FAULTS, dtype=float), np.full(28, 2.0), 2, 308)
     assert found is not None
