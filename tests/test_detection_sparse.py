@@ -91,12 +91,10 @@ def test_burst_rows_leave_a_burst_on_provisional_days_for_the_next_build():
 def test_two_faults_are_no_excess_rate_however_small_their_p():
     # fleet-1k seed 1's soak, run of 10-06: h200-east-n08 had 2 XID faults in 6 days, its 127 peers 8 in 762
     # node-days: exact p = P(X >= 2 | 10, 6 / 768) = 0.0027, and beside the bad batches' tests BH let it through
-    six = DAYS[:6]
     rows = [("node", "h200-east-n08", "xid_node_faults", [1.0, 0, 0, 0, 1.0, 0], [1.0] * 6)]
     rows += [("node", f"n{i}", "xid_node_faults", [1.0 if i < 8 and day == 2 else 0.0 for day in range(6)], [1.0] * 6)
              for i in range(127)]  # fmt: skip
-    tree = _tree(rows)
-    tree = tree[tree["metric_date"].isin(six)]
+    tree = _tree(rows)  # six days: _tree pairs each series with as many of DAYS as it has values
 
     def min_effect(grain: str, metric: str) -> float:
         return 0.03
